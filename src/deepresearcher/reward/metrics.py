@@ -1,0 +1,153 @@
+"""Answer metrics of open-domain QA: normalization, token F1, exact match and cover-EM.
+
+The definitions follow the official SQuAD v1.1 / HotpotQA evaluation scripts, so numbers are
+comparable with papers (DeepResearcher, Search-R1, FlashRAG all use them):
+
+* normalize: lower case, drop punctuation, drop the articles *a*, *an*, *the*, squeeze whitespace;
+* F1: bag-of-tokens overlap of the normalized strings (HotpotQA's variant: ``yes``/``no``/``noanswer``
+  score only against themselves, so "yes it is" gets no partial credit against "no");
+* EM: normalized strings are equal;
+* cover-EM: the normalized gold occurs in the normalized answer as a whole-token run.
+
+Each metric is the best over the gold aliases. Two deliberate departures from the scripts, both
+invisible on ASCII text with non-empty golds:
+
+* Unicode is folded first (NFKD, combining marks dropped): ``"Türkiye"`` equals ``"Turkiye"``, full-width
+  digits equal ASCII ones, and Unicode punctuation (curly quotes, dashes) is removed like ASCII punctuation.
+  TriviaQA's alias lists mix both spellings, and models write either.
+* Aliases that normalize to the empty string are ignored. An empty alias would make cover-EM true for
+  every answer; the scripts never meet one because their golds are never empty.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+__all__ = [
+    "best_over_golds",
+    "cover_em",
+    "cover_em_one",
+    "exact_match",
+    "exact_match_one",
+    "f1_score",
+    "normalize_answer",
+    "token_f1",
+]
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ASCII_PUNCT = frozenset(string.punctuation)
+_YES_NO = frozenset({"yes", "no", "noanswer"})
+
+
+def _is_punct(ch: str) -> bool:
+    return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
+
+
+def _fold_unicode(text: str) -> str:
+    """Compatibility-decompose and drop combining marks: ``é`` -> ``e``, ``ﬁ`` -> ``fi``, ``１`` -> ``1``."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
+
+
+@lru_cache(maxsize=65536)
+def normalize_answer(text: str) -> str:
+    """Normalize an answer the SQuAD/HotpotQA way (after folding Unicode).
+
+    >>> normalize_answer("The  Eiffel-Tower!")
+    'eiffeltower'
+    >>> normalize_answer("An apple a day")
+    'apple day'
+    >>> normalize_answer("Türkiye’s")
+    'turkiyes'
+    """
+    text = _fold_unicode(text).lower()
+    text = "".join(ch for ch in text if not _is_punct(ch))
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
+    """(F1, precision, recall) of one prediction against one gold, HotpotQA's official definition.
+
+    >>> token_f1("the Barack Obama", "Obama")
+    (0.6666666666666666, 0.5, 1.0)
+    >>> token_f1("yes it is", "yes")
+    (0.0, 0.0, 0.0)
+    """
+    pred_norm, gold_norm = normalize_answer(prediction), normalize_answer(gold)
+    if (pred_norm in _YES_NO or gold_norm in _YES_NO) and pred_norm != gold_norm:
+        return 0.0, 0.0, 0.0
+    pred_tokens, gold_tokens = pred_norm.split(), gold_norm.split()
+    num_same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if num_same == 0:
+        return 0.0, 0.0, 0.0
+    precision = num_same / len(pred_tokens)
+    recall = num_same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
+def _usable_golds(golds: Iterable[str]) -> list[str]:
+    return [g for g in golds if normalize_answer(g)]
+
+
+def best_over_golds(metric: Callable[[str, str], float], prediction: str, golds: Iterable[str] | str) -> float:
+    """The best ``metric(prediction, gold)`` over the aliases; 0.0 without a usable alias or answer.
+
+    >>> best_over_golds(exact_match_one, "Paris", ["Lyon", "paris."])
+    1.0
+    """
+    if isinstance(golds, str):
+        golds = [golds]
+    usable = _usable_golds(golds)
+    if not usable or not normalize_answer(prediction):
+        return 0.0
+    return max(float(metric(prediction, g)) for g in usable)
+
+
+def exact_match_one(prediction: str, gold: str) -> float:
+    """1.0 when the normalized strings are equal."""
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def cover_em_one(prediction: str, gold: str) -> float:
+    """1.0 when the normalized gold is a whole-token run inside the normalized prediction.
+
+    Token boundaries matter: gold ``1`` must not be found inside ``1988``.
+    """
+    return float(f" {normalize_answer(gold)} " in f" {normalize_answer(prediction)} ")
+
+
+def f1_score(prediction: str, golds: Iterable[str] | str) -> float:
+    """Best token F1 over the gold aliases.
+
+    >>> f1_score("Barack Obama", ["Obama", "Barack Hussein Obama"])
+    0.8
+    """
+    return best_over_golds(lambda p, g: token_f1(p, g)[0], prediction, golds)
+
+
+def exact_match(prediction: str, golds: Iterable[str] | str) -> float:
+    """Best exact match over the gold aliases.
+
+    >>> exact_match("the U.S.", ["US", "United States"])
+    1.0
+    """
+    return best_over_golds(exact_match_one, prediction, golds)
+
+
+def cover_em(prediction: str, golds: Iterable[str] | str) -> float:
+    """1.0 when some gold alias is covered by the answer (whole tokens, after normalization).
+
+    >>> cover_em("It was Barack Obama, in 2009", ["Barack Obama"])
+    1.0
+    >>> cover_em("In 1988", ["1"])
+    0.0
+    """
+    return best_over_golds(cover_em_one, prediction, golds)
