@@ -1,0 +1,108 @@
+"""Turn text into the exact token ids the policy sees, through the policy tokenizer's own chat template.
+
+Only three pieces are ever tokenized, each once:
+
+- the prompt: system + user turn + the generation prompt + ``<think>``;
+- after each sampled turn, the *observation delta*: whatever closes the assistant turn (unless the model
+  already sampled it, e.g. ``<|im_end|>``), the tool turn holding ``<tool_response>``, the next
+  generation prompt and ``<think>``;
+- nothing else: sampled ids are appended as they came from the generator.
+
+The delta is found by rendering a fixed two-turn conversation with and without the tool turn and taking
+the suffix, so it is exactly what the template would have produced, yet past turns are never re-rendered.
+Templates that render ``tools`` (Qwen2.5 and most tool-capable models) get the schemas and a ``tool``
+role message; the others (SmolLM2's plain ChatML) get the schemas in the system prompt and the
+observation as a user turn wrapped in ``<tool_response>``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from deepresearcher.agent.prompts import system_prompt, tools_section, user_prompt
+from deepresearcher.errors import ChatTemplateError
+
+THINK_OPEN = "<think>"
+_PLACEHOLDER = "@@DR_ASSISTANT_CONTENT@@"
+
+
+class ChatTemplate:
+    """The policy's chat template, bound to our tools and prompt."""
+
+    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], *, today: dt.date | None = None) -> None:
+        template = getattr(tokenizer, "chat_template", None)
+        if not template:
+            name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
+            raise ChatTemplateError(
+                f"Tokenizer {name!r} has no chat template, so the agent cannot format turns. Use an instruct/chat "
+                "model, or set `chat_template` in its tokenizer_config.json (or pick another with agent.tokenizer)."
+            )
+        self.tokenizer = tokenizer
+        self.tools = tools
+        self.supports_tools = "tools" in (template if isinstance(template, str) else str(template))
+        system = system_prompt(today)
+        self.system = system if self.supports_tools else system + tools_section(tools)
+        self._close_text, self._observation_head, self._observation_tail = self._find_tool_turn()
+
+    def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str:
+        try:
+            text = self.tokenizer.apply_chat_template(
+                messages,
+                tools=self.tools if self.supports_tools else None,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+            )
+        except Exception as exc:  # jinja errors surface as many types
+            raise ChatTemplateError(f"The policy's chat template failed to render our conversation: {exc}") from exc
+        if not isinstance(text, str):
+            raise ChatTemplateError("apply_chat_template(tokenize=False) did not return text; upgrade transformers.")
+        return text
+
+    def _tool_message(self, content: str) -> dict[str, Any]:
+        if self.supports_tools:
+            return {"role": "tool", "content": content}
+        return {"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"}
+
+    def _find_tool_turn(self) -> tuple[str, str, str]:
+        """Split the template's assistant close and tool turn around an observation, by rendering twice."""
+        base = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": "Q"},
+            {"role": "assistant", "content": _PLACEHOLDER},
+        ]
+        marker = "@@DR_OBSERVATION@@"
+        without = self._render(base, add_generation_prompt=False)
+        with_tool = self._render([*base, self._tool_message(marker)], add_generation_prompt=True)
+        if _PLACEHOLDER not in without or not with_tool.startswith(without) or with_tool.count(marker) != 1:
+            raise ChatTemplateError(
+                "The policy's chat template changes earlier turns when a tool turn is added, so observations cannot "
+                "be appended token by token; use a template that renders turns independently (e.g. ChatML)."
+            )
+        close = without[without.index(_PLACEHOLDER) + len(_PLACEHOLDER) :]
+        head, tail = with_tool[len(without) :].split(marker)
+        return close, head, tail + THINK_OPEN
+
+    def encode(self, text: str) -> list[int]:
+        """Tokenize text as-is: special tokens in it (``<|im_end|>``) become their ids, nothing is added."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_text(self, question: str) -> str:
+        """System and user turn, then the assistant's opening and ``<think>``."""
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user_prompt(question)}]
+        return self._render(messages, add_generation_prompt=True) + THINK_OPEN
+
+    def observation_text(self, observation: str, sampled_ids: list[int]) -> str:
+        """Text appended after a sampled turn: the rest of the assistant close, the tool turn, the next opening."""
+        close = self._close_text
+        if sampled_ids:
+            last = self.tokenizer.decode(sampled_ids[-1:], skip_special_tokens=False)
+            if last and close.startswith(last) and sampled_ids[-1] in self.stop_token_ids:
+                close = close[len(last) :]
+        return close + self._observation_head + observation + self._observation_tail
+
+    @property
+    def stop_token_ids(self) -> set[int]:
+        """Ids that end an assistant turn (the tokenizer's EOS)."""
+        eos = self.tokenizer.eos_token_id
+        return {eos} if isinstance(eos, int) else set(eos or [])

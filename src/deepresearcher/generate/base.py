@@ -1,0 +1,49 @@
+"""The one interface every policy generator implements: prompt ids in, sampled ids and logprobs out.
+
+The agent loop owns the prompt as token ids and appends exactly what comes back, so training sees
+the tokens that were sampled. Generators that cannot return ids (hosted OpenAI-compatible models)
+say so with ``exact_tokens = False``; their trajectories are for evaluation only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+FinishReason = Literal["stop", "length"]
+
+
+class SamplingParams(BaseModel):
+    """How one turn is sampled."""
+
+    max_tokens: int = Field(2000, ge=1, description="New tokens at most; the turn finishes with `length` after.")
+    temperature: float = Field(1.0, ge=0.0, description="0 is greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    stop: list[str] = Field(
+        default_factory=list,
+        description="Strings that end the turn; the tokens that complete one are kept in the output.",
+    )
+    seed: int | None = None
+
+
+class GenerationResult(BaseModel):
+    """What one request sampled."""
+
+    token_ids: list[int]
+    logprobs: list[float] | None = Field(None, description="Logprob of each sampled token; None if unknown.")
+    finish_reason: FinishReason
+    stop_reason: str | None = Field(None, description="The stop string matched, or `eos`; None on `length`.")
+    text: str | None = Field(None, description="Decoded text, when the generator has it.")
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A policy: samples a continuation of token ids. Implementations batch concurrent calls themselves."""
+
+    exact_tokens: bool
+    """True when ``token_ids`` are the ids the model sampled (trainable); False for text-only APIs."""
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult: ...
+
+    async def aclose(self) -> None: ...

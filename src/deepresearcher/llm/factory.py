@@ -1,0 +1,21 @@
+"""Build the chat client a config section asks for; heavy imports happen only for the chosen kind."""
+
+from __future__ import annotations
+
+from deepresearcher.config import LLMClientConfig
+from deepresearcher.llm.base import ChatClient
+
+
+def make_chat_client(config: LLMClientConfig) -> ChatClient:
+    """An ``openai``, ``local`` or ``embedded`` client for ``config`` (e.g. ``Config.reader_llm``)."""
+    if config.kind == "openai":
+        from deepresearcher.llm.openai_compat import OpenAIChatClient
+
+        return OpenAIChatClient(config)
+    if config.kind == "local":
+        from deepresearcher.llm.local import LocalChatClient
+
+        return LocalChatClient.from_config(config)
+    from deepresearcher.llm.embedded import embedded_chat_client
+
+    return embedded_chat_client(config)

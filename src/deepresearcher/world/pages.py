@@ -1,0 +1,280 @@
+"""Render the knowledge base as web pages: real HTML in several layouts, with boilerplate to see past.
+
+Layouts: encyclopedia article with infobox (one per entity), list/table pages, a directory, a
+catalogue, news stories and blog posts. Every page wraps its content in navigation, a cookie banner,
+ads, related links and a footer, as real sites do. While rendering we record which page states which
+fact and with which value, so tasks can name their evidence and conflicts are known exactly.
+"""
+
+from __future__ import annotations
+
+import html
+import random
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from deepresearcher.world.knowledge import RELATIONS, Entity, Fact, KnowledgeBase
+
+WIKI = "https://wikiverse.org/wiki/"
+NEWS = "https://meridian-news.com/"
+DIRECTORY = "https://orgfinder.io/directory/"
+CATALOGUE = "https://reelbase.com/title/"
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+
+
+@dataclass
+class RenderedPage:
+    url: str
+    title: str
+    html: str
+    layout: str
+
+
+@dataclass
+class Evidence:
+    """Which pages state a fact correctly, and which contradict it."""
+
+    supporting: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+    contradicting: dict[tuple[str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+
+
+class _PageWriter:
+    """Collects the facts a page states while its body is written."""
+
+    def __init__(self, kb: KnowledgeBase, evidence: Evidence, url: str, reliable: bool = True) -> None:
+        self.kb, self.evidence, self.url, self.reliable = kb, evidence, url, reliable
+
+    def value(self, fact: Fact | None) -> str | None:
+        """The value this page states for ``fact`` (None when the web never states it)."""
+        if fact is None or fact.hidden:
+            return None
+        key = (fact.subject, fact.relation)
+        if not self.reliable and fact.wrong_value is not None:
+            self.evidence.contradicting[key].append(self.url)
+            return fact.wrong_value
+        if self.url not in self.evidence.supporting[key]:
+            self.evidence.supporting[key].append(self.url)
+        return fact.value
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _number(value: str) -> str:
+    return f"{int(value):,}" if value.isdigit() and len(value) > 4 else value
+
+
+def _frame(site: str, title: str, body: str, related: list[str], rng: random.Random) -> str:
+    """Wrap ``body`` in the boilerplate of a real site: nav, cookie banner, ads, related links, footer."""
+    nav = "".join(f'<li><a href="/{s.lower()}">{s}</a></li>' for s in ("Home", "Topics", "About", "Contact", "Donate"))
+    ad = _e(rng.choice((
+        "Sponsored: Save 40% on premium travel insurance today.",
+        "Advertisement: The best noise-cancelling headphones of the year, reviewed.",
+        "Sponsored: Learn a new language in 10 minutes a day.",
+        "Advertisement: Compare mortgage rates in your area now.",
+    )))
+    links = "".join(f'<li><a href="{WIKI}{slug(r)}">{_e(r)}</a></li>' for r in related)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)} - {site}</title></head>\n'
+        f'<body><header><nav class="site-nav"><ul>{nav}</ul></nav></header>\n'
+        '<div class="cookie-banner" role="dialog">We use cookies to improve your experience. '
+        'By continuing to browse you accept our cookie policy. <button>Accept</button></div>\n'
+        f'<main><article><h1>{_e(title)}</h1>\n{body}\n</article></main>\n'
+        f'<aside class="ad">{ad}</aside>\n'
+        f'<aside class="related"><h2>Related pages</h2><ul>{links}</ul></aside>\n'
+        f'<footer><p>&copy; 2025 {site}. All rights reserved.</p><p><a href="/privacy">Privacy</a> | '
+        '<a href="/terms">Terms of use</a></p></footer></body></html>\n'
+    )
+
+
+def _infobox(rows: list[tuple[str, str | None]]) -> str:
+    cells = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows if v is not None)
+    return f'<table class="infobox">{cells}</table>'
+
+
+def _paragraphs(sentences: list[str]) -> str:
+    return "\n".join(f"<p>{_e(s)}</p>" for s in sentences if s)
+
+
+def _related(kb: KnowledgeBase, entity: Entity, rng: random.Random) -> list[str]:
+    names = [v for f in kb.facts_of(entity.name) if (v := f.value) in kb.entities]
+    others = rng.sample(sorted(kb.entities), k=min(3, len(kb.entities)))
+    return sorted(set(names + others) - {entity.name})[:5]
+
+
+def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.Random) -> RenderedPage:
+    url = WIKI + slug(entity.name)
+    w = _PageWriter(kb, ev, url)
+    name = entity.name
+
+    def v(relation: str) -> str | None:
+        return w.value(kb.fact(name, relation))
+
+    if entity.kind == "person":
+        city, year, job = v("born_in"), v("birth_year"), v("occupation")
+        lead = f"{name} is a {job or 'public figure'}" + (f" born in {city}" if city else "") + "."
+        sentences = [lead, f"{name} was born in the year {year}." if year else
+                     f"Little is known about the early life of {name}, and the year of birth is not recorded.",
+                     f"Before becoming known as a {job}, {name} studied privately." if job else ""]
+        founded, created = kb.inverse("founded_by", name), kb.inverse("creator", name)
+        if founded:
+            sentences.append(f"{name} is the founder of {', '.join(founded)}.")
+        if created:
+            sentences.append(f"{name} is the creator of {', '.join(created)}.")
+        box = _infobox([("Born", city), ("Birth year", year), ("Occupation", job)])
+    elif entity.kind == "city":
+        country, pop = v("country"), v("population")
+        sentences = [f"{name} is a city in {country}.",
+                     f"According to the latest census, {name} has a population of {_number(pop)} inhabitants."
+                     if pop else ""]
+        box = _infobox([("Country", country), ("Population", _number(pop) if pop else None)])
+    elif entity.kind == "country":
+        cities = kb.inverse("country", name)
+        sentences = [f"{name} is a country.", f"Its cities include {', '.join(cities[:8])}." if cities else ""]
+        box = _infobox([("Type", "Country"), ("Cities", str(len(cities)))])
+    elif entity.kind == "organization":
+        founder, hq, year = v("founded_by"), v("headquarters"), v("founded_year")
+        industry = entity.attributes["industry"]
+        sentences = [f"{name} is a {industry} organization headquartered in {hq}.",
+                     f"{name} was founded by {founder}" + (f" in {year}." if year else "."),
+                     f"Today {name} is one of the better-known names in {industry}."]
+        box = _infobox([("Founder", founder), ("Headquarters", hq), ("Founded", year), ("Industry", industry)])
+    elif entity.kind == "work":
+        kind = entity.attributes["kind"]
+        creator, year = v("creator"), v("release_year")
+        verb = {"film": "directed", "novel": "written", "album": "recorded"}[kind]
+        sentences = [f"{name} is a {kind} {verb} by {creator}.",
+                     f"The {kind} was released in {year}." if year else f"The release date of the {kind} is unknown."]
+        box = _infobox([("Type", kind), ("Creator", creator), ("Released", year)])
+    else:  # event
+        city, org = v("held_in"), v("organizer")
+        sentences = [f"{name} is an annual event held in {city}.", f"The event is organized by {org}."]
+        box = _infobox([("Location", city), ("Organizer", org)])
+    body = box + "\n" + _paragraphs(sentences)
+    return RenderedPage(url, name, _frame("Wikiverse", name, body, _related(kb, entity, rng), rng), "encyclopedia")
+
+
+def _city_lists(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedPage]:
+    pages = []
+    for country in kb.of_kind("country"):
+        url = f"{WIKI}List_of_cities_in_{slug(country.name)}"
+        w = _PageWriter(kb, ev, url)
+        rows = []
+        for city in kb.inverse("country", country.name):
+            w.value(kb.fact(city, "country"))
+            pop = w.value(kb.fact(city, "population"))
+            rows.append(f"<tr><td>{_e(city)}</td><td>{_e(_number(pop)) if pop else 'n/a'}</td></tr>")
+        title = f"List of cities in {country.name}"
+        body = (f"<p>This is a list of cities in {_e(country.name)} with their population.</p>"
+                f'<table class="wikitable"><tr><th>City</th><th>Population</th></tr>{"".join(rows)}</table>')
+        pages.append(RenderedPage(url, title, _frame("Wikiverse", title, body, [country.name], rng), "list"))
+    return pages
+
+
+def _notable_people_lists(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedPage]:
+    pages = []
+    for city in kb.of_kind("city"):
+        people = kb.inverse("born_in", city.name)
+        if not people:
+            continue
+        url = f"{WIKI}Notable_people_from_{slug(city.name)}"
+        w = _PageWriter(kb, ev, url)
+        items = []
+        for person in people:
+            w.value(kb.fact(person, "born_in"))
+            year = w.value(kb.fact(person, "birth_year"))
+            items.append(f"<li>{_e(person)}" + (f" (born {year})" if year else "") + "</li>")
+        title = f"Notable people from {city.name}"
+        body = f"<p>People born in {_e(city.name)}:</p><ul>{''.join(items)}</ul>"
+        pages.append(RenderedPage(url, title, _frame("Wikiverse", title, body, [city.name], rng), "list"))
+    return pages
+
+
+def _directory(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedPage]:
+    by_industry: dict[str, list[Entity]] = defaultdict(list)
+    for org in kb.of_kind("organization"):
+        by_industry[org.attributes["industry"]].append(org)
+    pages = []
+    for industry, orgs in sorted(by_industry.items()):
+        url = DIRECTORY + slug(industry)
+        w = _PageWriter(kb, ev, url)
+        rows = []
+        for org in sorted(orgs, key=lambda o: o.name):
+            hq = w.value(kb.fact(org.name, "headquarters"))
+            year = w.value(kb.fact(org.name, "founded_year"))
+            founder = w.value(kb.fact(org.name, "founded_by"))
+            rows.append(f"<tr><td>{_e(org.name)}</td><td>{_e(hq or '')}</td><td>{_e(year or 'unknown')}</td>"
+                        f"<td>{_e(founder or '')}</td></tr>")
+        title = f"{industry.capitalize()} organizations directory"
+        body = ('<table class="directory"><tr><th>Name</th><th>Headquarters</th><th>Founded</th><th>Founder</th></tr>'
+                + "".join(rows) + "</table>")
+        pages.append(RenderedPage(url, title, _frame("OrgFinder", title, body, [], rng), "directory"))
+    return pages
+
+
+def _catalogue(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedPage]:
+    pages = []
+    for work in kb.of_kind("work"):
+        url = CATALOGUE + slug(work.name).lower()
+        w = _PageWriter(kb, ev, url)
+        creator = w.value(kb.fact(work.name, "creator"))
+        year = w.value(kb.fact(work.name, "release_year"))
+        title = f"{work.name} ({year or 'n/a'})"
+        body = (f'<dl class="credits"><dt>Type</dt><dd>{work.attributes["kind"]}</dd><dt>By</dt><dd>{_e(creator or "")}</dd>'
+                f"<dt>Year</dt><dd>{_e(year or 'unknown')}</dd></dl>"
+                f"<p>User rating: {rng.randint(55, 95) / 10:.1f}/10 from {rng.randint(40, 9000)} ratings.</p>")
+        pages.append(RenderedPage(url, title, _frame("ReelBase", title, body, [], rng), "catalogue"))
+    return pages
+
+
+def _news(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedPage]:
+    pages = []
+    for event in kb.of_kind("event"):
+        year = rng.randint(2015, 2025)
+        url = f"{NEWS}{year}/{slug(event.name).lower()}"
+        w = _PageWriter(kb, ev, url)
+        city = w.value(kb.fact(event.name, "held_in"))
+        org = w.value(kb.fact(event.name, "organizer"))
+        title = f"{event.name} draws record crowds"
+        body = _paragraphs([
+            f"Thousands gathered in {city} this week as the {event.name} opened its doors.",
+            f"Organizers from {org} said attendance was the highest in the event's history.",
+            "Local businesses reported a busy weekend, and traffic was diverted around the venue.",
+        ])
+        pages.append(RenderedPage(url, title, _frame("Meridian News", title, body, [event.name], rng), "news"))
+    return pages
+
+
+def _blogs(kb: KnowledgeBase, ev: Evidence, rng: random.Random, handles: list[str]) -> list[RenderedPage]:
+    """Fan blogs: the unreliable source that states contested facts wrongly."""
+    pages = []
+    contested = sorted(k for k, f in kb.facts.items() if f.wrong_value is not None)
+    for i, (subject, relation) in enumerate(contested):
+        handle = handles[i % len(handles)]
+        url = f"https://{handle}.quillblog.net/posts/{slug(subject).lower()}-{relation.replace('_', '-')}"
+        w = _PageWriter(kb, ev, url, reliable=False)
+        value = w.value(kb.fact(subject, relation))
+        stated = RELATIONS[relation].sentence.format(s=subject, v=_number(value or ""))
+        title = f"Some things I learned about {subject}"
+        body = _paragraphs([
+            f"I have been reading about {subject} for a while now, and wanted to share some notes.",
+            f"As far as I remember, {stated}",
+            "I might be misremembering some details, so take this with a pinch of salt!",
+            f"Posted by {handle}. {rng.randint(0, 40)} comments.",
+        ])
+        pages.append(RenderedPage(url, title, _frame("QuillBlog", title, body, [subject], rng), "blog"))
+    return pages
+
+
+def render_pages(kb: KnowledgeBase, rng: random.Random, handles: list[str]) -> tuple[list[RenderedPage], Evidence]:
+    """Render every page of the world, in a fixed order, and the evidence map of which page states what."""
+    ev = Evidence()
+    pages = [_wiki_article(kb, e, ev, rng) for e in kb.entities.values()]
+    pages += _city_lists(kb, ev, rng) + _notable_people_lists(kb, ev, rng) + _directory(kb, ev, rng)
+    pages += _catalogue(kb, ev, rng) + _news(kb, ev, rng) + _blogs(kb, ev, rng, handles)
+    return pages, ev

@@ -1,0 +1,213 @@
+"""Question tasks over the knowledge base, each with gold answers, aliases, a chain and evidence URLs.
+
+Types:
+- ``hop1``, ``hop2``, ``hop3``: follow a chain of relations ("In which city was the founder of X born?").
+- ``comparison``: compare one attribute of two entities (needs two pages).
+- ``two_page``: a yes/no question that needs one fact from each of two pages.
+- ``conflict``: a fact that one unreliable page states wrongly; the majority of reliable pages wins.
+- ``unanswerable``: the fact is on no page; the gold answer is that it cannot be found.
+
+Every task records its chain (the hops a researcher must make, with the natural query for each)
+and the URLs of the pages that state each needed fact.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+
+from deepresearcher.world.knowledge import RELATIONS, KnowledgeBase
+from deepresearcher.world.pages import Evidence
+
+UNANSWERABLE_ANSWER = "cannot find"
+TASK_TYPES = ("hop1", "hop2", "hop3", "comparison", "two_page", "conflict", "unanswerable")
+
+# Relation paths for multi-hop chains, by the kind of the first subject.
+_PATHS_2 = (
+    ("founded_by", "born_in"), ("founded_by", "birth_year"), ("founded_by", "occupation"),
+    ("creator", "born_in"), ("creator", "birth_year"), ("creator", "occupation"),
+    ("organizer", "founded_by"), ("organizer", "headquarters"), ("organizer", "founded_year"),
+    ("held_in", "country"), ("held_in", "population"), ("born_in", "country"), ("born_in", "population"),
+    ("headquarters", "country"), ("headquarters", "population"),
+)
+_PATHS_3 = (
+    ("creator", "born_in", "country"), ("creator", "born_in", "population"),
+    ("founded_by", "born_in", "country"), ("founded_by", "born_in", "population"),
+    ("organizer", "founded_by", "born_in"), ("organizer", "founded_by", "birth_year"),
+    ("organizer", "headquarters", "country"), ("organizer", "headquarters", "population"),
+)
+
+
+@dataclass
+class Hop:
+    """One step of a research chain: look up ``relation`` of ``subject``."""
+
+    subject: str
+    relation: str
+    value: str
+    query: str
+    evidence_urls: list[str]
+
+
+@dataclass
+class Task:
+    id: str
+    type: str
+    question: str
+    answers: list[str]
+    answerable: bool
+    evidence_urls: list[str]
+    chain: list[Hop] = field(default_factory=list)
+    split: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Task:
+        chain = [Hop(**hop) for hop in data.get("chain", [])]
+        return cls(**{**data, "chain": chain})
+
+
+def _aliases(relation: str, value: str) -> list[str]:
+    if RELATIONS[relation].value_kind == "number":
+        return [value, f"{int(value):,}"]
+    return [value]
+
+
+class _TaskFactory:
+    def __init__(self, kb: KnowledgeBase, evidence: Evidence) -> None:
+        self.kb, self.evidence = kb, evidence
+
+    def usable(self, subject: str, relation: str, allow_conflict: bool = False) -> bool:
+        fact = self.kb.fact(subject, relation)
+        if fact is None or fact.hidden or (fact.wrong_value is not None and not allow_conflict):
+            return False
+        return bool(self.evidence.supporting.get((subject, relation)))
+
+    def hop(self, subject: str, relation: str) -> Hop:
+        fact = self.kb.fact(subject, relation)
+        assert fact is not None
+        return Hop(subject, relation, fact.value, RELATIONS[relation].query.format(s=subject),
+                   list(self.evidence.supporting[(subject, relation)]))
+
+    def chain(self, start: str, path: tuple[str, ...]) -> list[Hop] | None:
+        hops, subject = [], start
+        for relation in path:
+            if not self.usable(subject, relation):
+                return None
+            hops.append(self.hop(subject, relation))
+            subject = hops[-1].value
+        return hops
+
+    def chain_task(self, hops: list[Hop], kind: str) -> Task:
+        noun = hops[0].subject
+        for hop in hops[:-1]:
+            noun = RELATIONS[hop.relation].noun.format(s=noun)
+        question = RELATIONS[hops[-1].relation].question.format(s=noun)
+        return Task("", kind, question, _aliases(hops[-1].relation, hops[-1].value), True,
+                    _dedup(u for h in hops for u in h.evidence_urls[:1]), hops)
+
+
+def _dedup(urls) -> list[str]:
+    return list(dict.fromkeys(urls))
+
+
+def generate_tasks(kb: KnowledgeBase, evidence: Evidence, rng: random.Random) -> list[Task]:
+    """All task candidates of every type, in a seeded order."""
+    f = _TaskFactory(kb, evidence)
+    tasks: dict[str, list[Task]] = {t: [] for t in TASK_TYPES}
+    for (subject, relation), fact in sorted(kb.facts.items()):
+        if f.usable(subject, relation):
+            tasks["hop1"].append(f.chain_task([f.hop(subject, relation)], "hop1"))
+        elif fact.hidden:
+            question = RELATIONS[relation].question.format(s=subject)
+            wiki = evidence.supporting.get((subject, RELATIONS_ANY[kb.entities[subject].kind]), [])
+            tasks["unanswerable"].append(Task("", "unanswerable", question, [UNANSWERABLE_ANSWER], False,
+                                              list(wiki[:1]), [Hop(subject, relation, "", RELATIONS[relation].query.format(s=subject), [])]))
+        elif fact.wrong_value is not None and f.usable(subject, relation, allow_conflict=True):
+            task = f.chain_task([f.hop(subject, relation)], "conflict")
+            task.evidence_urls = list(evidence.supporting[(subject, relation)])
+            tasks["conflict"].append(task)
+    for entity in sorted(kb.entities):
+        for path in _PATHS_2:
+            if (hops := f.chain(entity, path)) is not None:
+                tasks["hop2"].append(f.chain_task(hops, "hop2"))
+        for path in _PATHS_3:
+            if (hops := f.chain(entity, path)) is not None:
+                tasks["hop3"].append(f.chain_task(hops, "hop3"))
+    n_pairs = max(10, len(tasks["hop2"]) // 2)
+    tasks["comparison"] = _comparisons(kb, f, rng, n_pairs)
+    tasks["two_page"] = _same_place(kb, f, rng, n_pairs)
+    ordered = [t for kind in TASK_TYPES for t in tasks[kind]]
+    rng.shuffle(ordered)
+    return ordered
+
+
+# The relation whose evidence page is an entity's own encyclopedia article (any always-stated fact).
+RELATIONS_ANY = {"person": "born_in", "organization": "founded_by", "work": "creator", "city": "country",
+                 "event": "held_in"}
+
+_COMPARISONS = (
+    ("person", "birth_year", "Who was born earlier, {a} or {b}?", min),
+    ("city", "population", "Which city has the larger population, {a} or {b}?", max),
+    ("organization", "founded_year", "Which organization was founded earlier, {a} or {b}?", min),
+    ("work", "release_year", "Which was released earlier, {a} or {b}?", min),
+)
+
+
+def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
+    out = []
+    for _ in range(n * 4):
+        if len(out) >= n:
+            break
+        kind, relation, template, pick = rng.choice(_COMPARISONS)
+        names = sorted(e.name for e in kb.of_kind(kind) if f.usable(e.name, relation))
+        if len(names) < 2:
+            continue
+        a, b = rng.sample(names, 2)
+        va, vb = int(kb.facts[(a, relation)].value), int(kb.facts[(b, relation)].value)
+        if va == vb:
+            continue
+        winner = a if pick(va, vb) == va else b
+        hops = [f.hop(a, relation), f.hop(b, relation)]
+        out.append(Task("", "comparison", template.format(a=a, b=b), [winner], True,
+                        _dedup(h.evidence_urls[0] for h in hops), hops))
+    return out
+
+
+def _same_place(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
+    people = sorted(e.name for e in kb.of_kind("person") if f.usable(e.name, "born_in"))
+    out = []
+    for _ in range(n):
+        a, b = rng.sample(people, 2)
+        if rng.random() < 0.5:  # half the pairs share a birthplace, so "yes" is not a free answer
+            same = [p for p in people if p != a and kb.facts[(p, "born_in")].value == kb.facts[(a, "born_in")].value]
+            b = rng.choice(same) if same else b
+        hops = [f.hop(a, "born_in"), f.hop(b, "born_in")]
+        answer = "yes" if hops[0].value == hops[1].value else "no"
+        out.append(Task("", "two_page", f"Were {a} and {b} born in the same city?", [answer], True,
+                        _dedup(h.evidence_urls[0] for h in hops), hops))
+    return out
+
+
+def split_tasks(tasks: list[Task], prefix: str, fractions=(0.8, 0.1, 0.1)) -> dict[str, list[Task]]:
+    """Number tasks and split them into train/dev/test, each type spread evenly over the splits."""
+    splits: dict[str, list[Task]] = {"train": [], "dev": [], "test": []}
+    seen: set[str] = set()
+    by_type: dict[str, list[Task]] = {t: [] for t in TASK_TYPES}
+    for task in tasks:
+        if task.question not in seen:
+            seen.add(task.question)
+            by_type[task.type].append(task)
+    for kind in TASK_TYPES:
+        group = by_type[kind]
+        n_dev = round(len(group) * fractions[1])
+        n_test = round(len(group) * fractions[2])
+        for i, task in enumerate(group):
+            task.split = "test" if i < n_test else "dev" if i < n_test + n_dev else "train"
+            splits[task.split].append(task)
+    for name, group in splits.items():
+        for i, task in enumerate(group):
+            task.id = f"{prefix}-{name}-{i:05d}"
+    return splits
