@@ -1,0 +1,362 @@
+"""GRPO training on TRL's ``GRPOTrainer``, fed by our own rollout engine through ``rollout_func``.
+
+How one optimizer step runs::
+
+    dataset row = task id ──► TRL repeats it group_size times ──► rollout_func(prompts, trainer)
+        ──► agent loop: multi-turn episodes against the real tools, sampled with the *current* weights
+        ──► {prompt_ids, completion_ids, logprobs, env_mask, reward, ...}   (token-in/token-out: TRL never
+            re-tokenizes; env_mask = 0 on tool observations, so they add nothing to the loss)
+        ──► TRL: group advantages, clipped ratio, k3 KL to the reference, entropy bonus, token-mean loss
+
+The trainer is configured so that one generation batch is exactly one optimizer step
+(``prompts_per_step x group_size`` rollouts, accumulated in ``micro_batch_size`` chunks), which keeps the
+update on-policy. Everything the run writes goes to ``runs/<name>/`` (see ``run_dir``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepresearcher.agent.trajectory import Trajectory
+from deepresearcher.config import Config, TrainConfig, dump_config
+from deepresearcher.errors import ConfigError
+from deepresearcher.train.loss import zero_signal_share
+from deepresearcher.train.run_dir import RunDir
+
+logger = logging.getLogger(__name__)
+
+# (tasks, model, tokenizer) -> one trajectory per task, in order; see ``deepresearcher.train.rollout``.
+Collector = Callable[[list[dict[str, Any]], Any, Any], list[Trajectory]]
+
+
+def check_batch_shape(cfg: TrainConfig) -> None:
+    """Reject step shapes the trainer cannot split, saying what to set instead."""
+    rollouts = cfg.prompts_per_step * cfg.group_size
+    if rollouts % cfg.micro_batch_size:
+        raise ConfigError(
+            f"train.prompts_per_step x train.group_size = {rollouts} rollouts per step must be divisible by "
+            f"train.micro_batch_size ({cfg.micro_batch_size}); set micro_batch_size to a divisor of {rollouts}."
+        )
+
+
+def grpo_args(cfg: TrainConfig, run: RunDir, report_to: list[str]) -> Any:
+    """The ``GRPOConfig`` that implements our ``TrainConfig`` (the paper's knobs mapped onto TRL's names)."""
+    from trl import GRPOConfig
+
+    check_batch_shape(cfg)
+    rollouts = cfg.prompts_per_step * cfg.group_size
+    return GRPOConfig(
+        output_dir=str(run.checkpoints_dir),
+        num_generations=cfg.group_size,
+        per_device_train_batch_size=cfg.micro_batch_size,
+        gradient_accumulation_steps=rollouts // cfg.micro_batch_size,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        epsilon=cfg.clip_ratio,
+        beta=cfg.kl_coef,
+        entropy_coef=cfg.entropy_coef,
+        loss_type="dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
+        scale_rewards="group",
+        temperature=cfg.temperature,
+        max_completion_length=cfg.max_context_tokens,
+        mask_truncated_completions=False,
+        use_vllm=cfg.use_vllm,
+        vllm_mode=cfg.vllm_mode,
+        bf16=cfg.bf16,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        save_strategy="steps",
+        save_steps=cfg.save_every,
+        save_total_limit=cfg.keep_checkpoints,
+        logging_steps=1,
+        report_to=report_to,
+        disable_tqdm=True,
+        use_cpu=not _cuda_available(),
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        log_completions=False,
+    )
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _tensorboard_installed() -> bool:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class RolloutStats:
+    """What the rollouts of the latest step looked like; merged into that step's metrics line."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class GRPORollouts:
+    """The ``rollout_func`` TRL calls once per step, plus the reward function that reads its rewards.
+
+    TRL hands over the prompts (our task ids) already repeated once per group member; we run the
+    episodes with the trainer's live model, score them, and return token ids as sampled.
+    """
+
+    def __init__(
+        self,
+        tasks: dict[str, dict[str, Any]],
+        collector: Collector,
+        scorer: Callable[[Trajectory, dict[str, Any]], dict[str, float]],
+        run: RunDir,
+        cfg: TrainConfig,
+        tokenizer: Any,
+    ) -> None:
+        self.tasks = tasks
+        self.collector = collector
+        self.scorer = scorer
+        self.run = run
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.latest = RolloutStats()
+
+    def __call__(self, prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
+        import torch
+
+        start = time.perf_counter()
+        batch = [self.tasks[p] for p in prompts]
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                trajectories = self.collector(batch, model, self.tokenizer)
+        finally:
+            model.train(was_training)
+        scores = [self.scorer(t, task) for t, task in zip(trajectories, batch, strict=True)]
+        for t, s in zip(trajectories, scores, strict=True):
+            t.metadata.update(s)
+        self.latest = RolloutStats(summarize(trajectories, scores, self.cfg.group_size), time.perf_counter() - start)
+        step = trainer.state.global_step + 1
+        if self.cfg.sample_trajectories:
+            self.run.write_samples(step, trajectories[: self.cfg.sample_trajectories])
+        return rollout_output(trajectories, [s["reward"] for s in scores], self.tokenizer.eos_token_id)
+
+    @staticmethod
+    def reward(prompts: list[Any], completions: list[Any], reward: list[float], **_: Any) -> list[float]:
+        """TRL reward function: the outcome reward computed in the rollout, passed through."""
+        return list(reward)
+
+
+def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id: int) -> dict[str, list[Any]]:
+    """TRL's ``rollout_func`` contract, built from trajectories without re-tokenizing anything.
+
+    A completion that does not end in EOS counts as truncated in TRL's logs; an episode cut off by the
+    turn or context budget is exactly that, so its ids are left as they are.
+    """
+    out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "reward": []}
+    for t, r in zip(trajectories, rewards, strict=True):
+        completion = t.completion_ids
+        mask = t.completion_mask
+        logprobs = t.completion_logprobs
+        if not completion:  # TRL cannot pad an empty completion; one masked EOS stands for "said nothing"
+            completion, mask, logprobs = [eos_id], [0], [0.0]
+        out["prompt_ids"].append(t.prompt_ids)
+        out["completion_ids"].append(completion)
+        out["logprobs"].append(logprobs)
+        out["env_mask"].append(mask)
+        out["reward"].append(float(r))
+    return out
+
+
+def summarize(trajectories: list[Trajectory], scores: list[dict[str, float]], group_size: int) -> dict[str, float]:
+    """Per-step rollout metrics (documented in docs/train.md)."""
+    import torch
+
+    n = max(len(trajectories), 1)
+    rewards = torch.tensor([s["reward"] for s in scores], dtype=torch.float64)
+    return {
+        "reward": float(rewards.mean()) if len(scores) else 0.0,
+        "f1": sum(s.get("f1", 0.0) for s in scores) / n,
+        "success": sum(s.get("f1", 0.0) >= 0.999 for s in scores) / n,
+        "format_error_rate": sum(s.get("format_error", 0.0) for s in scores) / n,
+        "tool_calls": sum(sum(1 for turn in t.turns if turn.tool_call) for t in trajectories) / n,
+        "turns": sum(len(t.turns) for t in trajectories) / n,
+        "response_tokens": sum(sum(t.completion_mask) for t in trajectories) / n,
+        "observation_tokens": sum(len(t.completion_mask) - sum(t.completion_mask) for t in trajectories) / n,
+        "zero_signal_share": zero_signal_share(rewards, group_size) if len(scores) % group_size == 0 else float("nan"),
+    }
+
+
+def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show_progress: bool) -> list[Any]:
+    from transformers import TrainerCallback
+
+    class MetricsCallback(TrainerCallback):
+        """One metrics.jsonl line per optimizer step: our rollout stats plus TRL's loss-side numbers."""
+
+        def __init__(self) -> None:
+            self.step_start = time.perf_counter()
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.step_start = time.perf_counter()
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+            if not logs or "loss" not in logs:
+                return
+            record: dict[str, Any] = {"step": state.global_step}
+            record.update(rollouts.latest.values)
+            record["rollout_seconds"] = rollouts.latest.seconds
+            record["step_seconds"] = time.perf_counter() - self.step_start
+            for ours, theirs in (
+                ("kl", "kl"),
+                ("entropy", "entropy"),
+                ("loss", "loss"),
+                ("policy_loss", "policy_loss"),
+                ("clip_ratio", "clip_ratio/region_mean"),
+                ("grad_norm", "grad_norm"),
+                ("learning_rate", "learning_rate"),
+                ("trl_frac_reward_zero_std", "frac_reward_zero_std"),
+            ):
+                if theirs in logs and logs[theirs] is not None:
+                    record[ours] = float(logs[theirs])
+            run.append_metrics(record)
+            logger.info("step %d %s", state.global_step, {k: round(v, 4) for k, v in record.items() if isinstance(v, float)})
+
+    callbacks: list[Any] = [MetricsCallback()]
+    if show_progress:
+        callbacks.append(_rich_progress(rollouts, max_steps))
+    return callbacks
+
+
+def _rich_progress(rollouts: GRPORollouts, max_steps: int) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from transformers import TrainerCallback
+
+    class RichProgress(TrainerCallback):
+        """Steps, reward, F1 and ETA on the terminal, kept out of the training loop."""
+
+        def __init__(self) -> None:
+            self.progress = Progress(
+                TextColumn("GRPO"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+            )
+            self.task = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.progress.start()
+            self.task = self.progress.add_task("grpo", total=max_steps, completed=state.global_step, info="")
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            v = rollouts.latest.values
+            info = f"reward {v.get('reward', 0):+.3f}  F1 {v.get('f1', 0):.3f}  fmt-err {v.get('format_error_rate', 0):.2f}"
+            self.progress.update(self.task, completed=state.global_step, info=info)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.progress.stop()
+
+    return RichProgress()
+
+
+@dataclass
+class TrainResult:
+    """Where a finished run left its outputs."""
+
+    run_dir: Path
+    model_dir: Path
+    steps: int
+    seconds: float
+
+
+def plan(config: Config, model: str | None = None) -> dict[str, Any]:
+    """The resolved plan of a run, checked without loading a model (``--dry-run``)."""
+    cfg = config.train
+    check_batch_shape(cfg)
+    rollouts = cfg.prompts_per_step * cfg.group_size
+    return {
+        "run_dir": str(cfg.runs_dir / cfg.run_name),
+        "model": model or cfg.model or "(quickstart tiny model)",
+        "rollouts_per_step": rollouts,
+        "micro_batches_per_step": rollouts // cfg.micro_batch_size,
+        "max_steps": cfg.max_steps,
+        "total_rollouts": rollouts * cfg.max_steps,
+        "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
+        "generation": "vLLM " + cfg.vllm_mode if cfg.use_vllm else "in-process transformers",
+        "device": "cuda" if _cuda_available() else "cpu",
+        "tensorboard": _tensorboard_installed(),
+        "config_hash": config.config_hash(),
+    }
+
+
+def train_grpo(
+    config: Config,
+    model_path: str | Path,
+    tasks: list[dict[str, Any]],
+    collector: Collector,
+    scorer: Callable[[Trajectory, dict[str, Any]], dict[str, float]],
+    *,
+    resume: bool = False,
+    show_progress: bool = True,
+) -> TrainResult:
+    """Run GRPO from ``model_path`` on ``tasks`` (dicts with at least ``id``) and save the policy.
+
+    With ``resume`` the run continues from the latest checkpoint in its run directory with the same
+    data order (TRL/transformers restore optimizer, scheduler, RNG and sampler position).
+    """
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from trl import GRPOTrainer
+
+    cfg = config.train
+    run = RunDir(cfg.runs_dir / cfg.run_name)
+    checkpoint = run.latest_checkpoint() if resume else None
+    if resume and checkpoint is None:
+        raise ConfigError(f"--resume: no checkpoint under {run.checkpoints_dir}; start the run without --resume.")
+    if checkpoint is not None:
+        run.truncate_metrics_after(int(checkpoint.name.split("-")[-1]))
+    elif run.metrics_path.exists():
+        run.metrics_path.unlink()  # a fresh run starts a fresh metrics file
+    run.write_config(config)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(model_path))
+    by_id = {str(t["id"]): t for t in tasks}
+    rollouts = GRPORollouts(by_id, collector, scorer, run, cfg, tokenizer)
+    report_to = ["tensorboard"] if _tensorboard_installed() else []
+    dataset = datasets.Dataset.from_list([{"prompt": str(t["id"])} for t in tasks])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=GRPORollouts.reward,
+        args=grpo_args(cfg, run, report_to),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollouts,
+        callbacks=_trainer_callbacks(rollouts, run, cfg.max_steps, show_progress),
+    )
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    trainer.remove_callback(PrinterCallback)  # our metrics callback and progress bar replace its dict dumps
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    trainer.save_model(str(run.model_dir))
+    tokenizer.save_pretrained(str(run.model_dir))
+    (run.root / "config.yaml").write_text(dump_config(config), encoding="utf-8")
+    return TrainResult(run.root, run.model_dir, trainer.state.global_step, time.perf_counter() - start)
