@@ -1,0 +1,273 @@
+"""The rollout engine: many multi-turn episodes on one asyncio loop, each its own state machine.
+
+Each rollout moves through::
+
+    PENDING ──► GENERATING ──► PROCESSING_TOOLS ──► GENERATING ──► … ──► TERMINATED
+       │             │  answer / max_turns / context_budget / format_error ──►┘
+       └─ context_budget (prompt alone too long) ──────────────────────────────┘
+
+Rollouts never wait for each other: while one waits on a tool, others generate. Two semaphores bound
+the load (``max_concurrent_generations``, ``max_concurrent_tools``); batching is the generator's job.
+Termination reasons (``Trajectory.termination``):
+
+- ``answer``: the policy wrote ``<answer>…</answer>``.
+- ``max_turns``: ``max_turns`` turns were sampled without an answer (the last turn's tool call is not run).
+- ``context_budget``: the next turn or observation would not fit in ``context_budget`` tokens; nothing is cut.
+- ``format_error``: a malformed turn, with ``end_on_format_error`` on (the paper's behaviour).
+
+A tool failure (an exception from the toolbox) becomes an error observation; a generator failure is not
+the policy's fault and propagates (``GenerationError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from deepresearcher.agent.parsing import ParsedTurn, parse_turn
+from deepresearcher.agent.template import ChatTemplate
+from deepresearcher.agent.trajectory import Segment, ToolCallRecord, Trajectory, TurnRecord
+from deepresearcher.config import AgentConfig
+from deepresearcher.generate.base import Generator, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+STOP_STRINGS = ["</tool_call>", "</answer>"]
+
+
+class AgentState(enum.Enum):
+    PENDING = "pending"
+    GENERATING = "generating"
+    PROCESSING_TOOLS = "processing_tools"
+    TERMINATED = "terminated"
+
+
+class RolloutTask(BaseModel):
+    """One question to research."""
+
+    task_id: str = ""
+    question: str
+    golds: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def coerce(cls, task: Any) -> RolloutTask:
+        """Accept a RolloutTask, a question string, a dict, or any object with ``question`` (and ``id``/``answers``)."""
+        if isinstance(task, RolloutTask):
+            return task
+        if isinstance(task, str):
+            return cls(question=task)
+        get = task.get if isinstance(task, dict) else (lambda key, default=None: getattr(task, key, default))
+        golds = get("golds") or get("answers") or ([get("answer")] if get("answer") else [])
+        return cls(
+            task_id=str(get("task_id") or get("id") or ""),
+            question=get("question"),
+            golds=[str(g) for g in golds],
+        )
+
+
+class ToolOutcomeLike(Protocol):
+    text: str
+    error: str | None
+    raw: Any
+
+
+class ToolBoxLike(Protocol):
+    """What the loop needs from ``deepresearcher.agent.tools.ToolBox``."""
+
+    async def call(self, name: str, arguments: dict[str, Any], context: Any) -> ToolOutcomeLike: ...
+
+
+EventCallback = Callable[[str, Trajectory, "TurnRecord | None"], None]
+"""``on_event(kind, trajectory, turn)`` with kind ``turn`` (sampled and parsed), ``tool`` (observation in) or ``end``."""
+
+
+@dataclass
+class _Rollout:
+    task: RolloutTask
+    trajectory: Trajectory
+    context: Any
+    length: int = 0
+    last_sampled: list[int] = field(default_factory=list)
+    pending: ParsedTurn | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+
+def _default_context_factory() -> Callable[[str], Any]:
+    from deepresearcher.agent.tools import ToolContext
+
+    return lambda question: ToolContext(question=question)
+
+
+def _default_tools() -> list[dict[str, Any]]:
+    from deepresearcher.agent.tools import TOOL_SCHEMAS
+
+    return TOOL_SCHEMAS
+
+
+class RolloutEngine:
+    """Runs episodes of one policy against one toolbox; safe to share across concurrent ``run`` calls."""
+
+    def __init__(
+        self,
+        generator: Generator,
+        toolbox: ToolBoxLike,
+        template: ChatTemplate,
+        config: AgentConfig,
+        *,
+        on_event: EventCallback | None = None,
+        make_context: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.generator = generator
+        self.toolbox = toolbox
+        self.template = template
+        self.config = config
+        self.on_event = on_event
+        self.make_context = make_context or _default_context_factory()
+        self._generation_slots = asyncio.Semaphore(config.max_concurrent_generations)
+        self._tool_slots = asyncio.Semaphore(config.max_concurrent_tools)
+        self._handlers = {
+            AgentState.PENDING: self._handle_pending,
+            AgentState.GENERATING: self._handle_generating,
+            AgentState.PROCESSING_TOOLS: self._handle_processing_tools,
+        }
+
+    async def run(self, task: Any) -> Trajectory:
+        """Run one episode to its end and return its trajectory."""
+        task = RolloutTask.coerce(task)
+        trajectory = Trajectory(
+            task_id=task.task_id,
+            question=task.question,
+            golds=task.golds,
+            metadata={**task.metadata, "exact_tokens": bool(getattr(self.generator, "exact_tokens", True))},
+        )
+        rollout = _Rollout(task=task, trajectory=trajectory, context=self.make_context(task.question))
+        state = AgentState.PENDING
+        while state is not AgentState.TERMINATED:
+            state = await self._handlers[state](rollout)
+        trajectory.metadata["seconds"] = round(time.perf_counter() - rollout.started, 6)
+        self._emit("end", rollout, None)
+        return trajectory
+
+    def _emit(self, kind: str, rollout: _Rollout, turn: TurnRecord | None) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, rollout.trajectory, turn)
+
+    def _terminate(self, rollout: _Rollout, reason: str) -> AgentState:
+        rollout.trajectory.termination = reason
+        return AgentState.TERMINATED
+
+    def _append(self, rollout: _Rollout, segment: Segment) -> None:
+        rollout.trajectory.segments.append(segment)
+        rollout.length += len(segment.token_ids)
+
+    async def _handle_pending(self, rollout: _Rollout) -> AgentState:
+        ids = self.template.encode(self.template.prompt_text(rollout.task.question))
+        self._append(rollout, Segment(source="prompt", token_ids=ids))
+        if rollout.length + self.config.min_turn_tokens > self.config.context_budget:
+            return self._terminate(rollout, "context_budget")
+        return AgentState.GENERATING
+
+    async def _handle_generating(self, rollout: _Rollout) -> AgentState:
+        cfg = self.config
+        room = cfg.context_budget - rollout.length
+        if room < cfg.min_turn_tokens:
+            return self._terminate(rollout, "context_budget")
+        budget_bound = room < cfg.max_tokens_per_turn
+        params = SamplingParams(
+            max_tokens=min(cfg.max_tokens_per_turn, room),
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            stop=STOP_STRINGS,
+        )
+        start = time.perf_counter()
+        async with self._generation_slots:
+            result = await self.generator.generate(rollout.trajectory.all_ids, params)
+        seconds = time.perf_counter() - start
+        self._append(rollout, Segment(source="policy", token_ids=list(result.token_ids), logprobs=result.logprobs))
+        rollout.last_sampled = list(result.token_ids)
+        text = result.text if result.text is not None else self.template.tokenizer.decode(result.token_ids)
+        parsed = parse_turn(text, self.template.tools)
+        turn = TurnRecord(text=text, finish_reason=result.finish_reason, generate_seconds=round(seconds, 6))
+        trajectory = rollout.trajectory
+        trajectory.turns.append(turn)
+        if parsed.answer is not None:
+            trajectory.answer = parsed.answer
+            self._emit("turn", rollout, turn)
+            return self._terminate(rollout, "answer")
+        if parsed.error_kind is not None:
+            turn.format_error = f"{parsed.error_kind}: {parsed.error}"
+            trajectory.format_errors += 1
+        else:
+            turn.tool_call = ToolCallRecord(name=parsed.tool_name or "", arguments=parsed.arguments)
+        self._emit("turn", rollout, turn)
+        if parsed.error_kind is not None and result.finish_reason == "length" and budget_bound:
+            return self._terminate(rollout, "context_budget")
+        if parsed.error_kind is not None and cfg.end_on_format_error:
+            return self._terminate(rollout, "format_error")
+        if len(trajectory.turns) >= cfg.max_turns:
+            return self._terminate(rollout, "max_turns")
+        rollout.pending = parsed
+        return AgentState.PROCESSING_TOOLS
+
+    async def _call_tool(self, rollout: _Rollout, record: ToolCallRecord) -> str:
+        start = time.perf_counter()
+        try:
+            async with self._tool_slots:
+                outcome = await self.toolbox.call(record.name, record.arguments, rollout.context)
+            record.observation, record.error, text = outcome.raw, outcome.error, outcome.text
+        except Exception as exc:  # a tool bug must not kill the other rollouts; the model sees the failure
+            logger.warning("tool %s failed: %r", record.name, exc)
+            record.error = f"{type(exc).__name__}: {exc}"
+            text = f"Error: the tool {record.name} failed ({record.error}). Try again or try something else."
+        record.seconds = round(time.perf_counter() - start, 6)
+        record.text = text
+        return text
+
+    async def _handle_processing_tools(self, rollout: _Rollout) -> AgentState:
+        parsed, rollout.pending = rollout.pending, None
+        turn = rollout.trajectory.turns[-1]
+        if turn.tool_call is not None:
+            observation = await self._call_tool(rollout, turn.tool_call)
+        else:
+            observation = f"Error: {parsed.error if parsed else 'malformed turn'}"
+        ids = self.template.encode(self.template.observation_text(observation, rollout.last_sampled))
+        self._emit("tool", rollout, turn)
+        if rollout.length + len(ids) + self.config.min_turn_tokens > self.config.context_budget:
+            return self._terminate(rollout, "context_budget")
+        self._append(rollout, Segment(source="env", token_ids=ids))
+        return AgentState.GENERATING
+
+
+async def run_rollouts(
+    tasks: Iterable[Any],
+    generator: Generator,
+    toolbox: ToolBoxLike,
+    tokenizer: Any,
+    cfg: AgentConfig,
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    on_event: EventCallback | None = None,
+    make_context: Callable[[str], Any] | None = None,
+    template: ChatTemplate | None = None,
+) -> list[Trajectory]:
+    """Run one episode per task, all concurrently; trajectories come back in task order.
+
+    If one rollout raises (a generator failure), the others are cancelled and the error propagates.
+    """
+    template = template or ChatTemplate(tokenizer, list(tools) if tools is not None else _default_tools())
+    engine = RolloutEngine(generator, toolbox, template, cfg, on_event=on_event, make_context=make_context)
+    jobs = [asyncio.ensure_future(engine.run(task)) for task in tasks]
+    try:
+        return list(await asyncio.gather(*jobs))
+    finally:
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
