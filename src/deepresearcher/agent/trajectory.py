@@ -13,6 +13,8 @@ tokenized once and appended. Nothing is re-rendered after sampling, so
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 import orjson
@@ -34,7 +36,8 @@ class ToolCallRecord(BaseModel):
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    observation: Any = None
+    observation: Any = Field(None, description="The tool's raw, JSON-able result (hits, notes).")
+    text: str = Field("", description="The observation as the policy read it, inside <tool_response>.")
     error: str | None = None
     seconds: float = 0.0
 
@@ -44,7 +47,8 @@ class TurnRecord(BaseModel):
 
     text: str
     tool_call: ToolCallRecord | None = None
-    format_error: str | None = None
+    format_error: str | None = Field(None, description="`kind: message` when the turn was malformed.")
+    finish_reason: str = Field("", description="Why sampling stopped: `stop` (stop string or EOS) or `length`.")
     generate_seconds: float = 0.0
 
 
@@ -104,3 +108,19 @@ class Trajectory(BaseModel):
 
     def to_json_line(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json")) + b"\n"
+
+
+def save_trajectories(path: str | Path, trajectories: Iterable[Trajectory], *, append: bool = False) -> Path:
+    """Write trajectories as JSONL, one per line (appending keeps earlier lines)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab" if append else "wb") as handle:
+        for trajectory in trajectories:
+            handle.write(trajectory.to_json_line())
+    return path
+
+
+def load_trajectories(path: str | Path) -> list[Trajectory]:
+    """Read a JSONL file written by ``save_trajectories``."""
+    lines = Path(path).read_bytes().splitlines()
+    return [Trajectory.model_validate(orjson.loads(line)) for line in lines if line.strip()]
