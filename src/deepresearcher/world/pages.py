@@ -65,6 +65,10 @@ def _e(text: str) -> str:
     return html.escape(text, quote=True)
 
 
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def _number(value: str) -> str:
     return f"{int(value):,}" if value.isdigit() and len(value) > 4 else value
 
@@ -107,7 +111,22 @@ def _related(kb: KnowledgeBase, entity: Entity, rng: random.Random) -> list[str]
     return sorted(set(names + others) - {entity.name})[:5]
 
 
+_FLUFF = (
+    "Over the years the subject has been discussed in newspapers, in local histories and in a number of "
+    "popular documentaries, and opinions about its significance still differ among specialists.",
+    "Much of what is written here is drawn from archival material, interviews and contemporary accounts; "
+    "readers are encouraged to consult the references below for a fuller picture.",
+    "The article has been expanded several times by volunteer editors, and some sections are still being "
+    "reviewed for accuracy and neutrality of tone.",
+)
+
+
 def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.Random) -> RenderedPage:
+    """An encyclopedia article: a lead that names the entity, background, an infobox, then the facts.
+
+    The facts are stated without repeating the name (as real articles do), so a query-aware search
+    snippet around the name rarely contains them: answering needs reading the page.
+    """
     url = WIKI + slug(entity.name)
     w = _PageWriter(kb, ev, url)
     name = entity.name
@@ -117,45 +136,51 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
 
     if entity.kind == "person":
         city, year, job = v("born_in"), v("birth_year"), v("occupation")
-        lead = f"{name} is a {job or 'public figure'}" + (f" born in {city}" if city else "") + "."
-        sentences = [lead, f"{name} was born in the year {year}." if year else
-                     f"Little is known about the early life of {name}, and the year of birth is not recorded.",
-                     f"Before becoming known as a {job}, {name} studied privately." if job else ""]
+        lead = f"{name} is a figure whose work is known well beyond the place where it began."
+        facts = [f"They were born in {city}." if city else "",
+                 f"Their year of birth is {year}." if year else "Their year of birth is not recorded.",
+                 f"By profession they are {_a(job)}." if job else ""]
         founded, created = kb.inverse("founded_by", name), kb.inverse("creator", name)
         if founded:
-            sentences.append(f"{name} is the founder of {', '.join(founded)}.")
+            facts.append(f"They founded {', '.join(founded)}.")
         if created:
-            sentences.append(f"{name} is the creator of {', '.join(created)}.")
-        box = _infobox([("Born", city), ("Birth year", year), ("Occupation", job)])
+            facts.append(f"They are the creator of {', '.join(created)}.")
+        box = _infobox([("Place of birth", city), ("Year of birth", year), ("Profession", job)])
     elif entity.kind == "city":
         country, pop = v("country"), v("population")
-        sentences = [f"{name} is a city in {country}.",
-                     f"According to the latest census, {name} has a population of {_number(pop)} inhabitants."
-                     if pop else ""]
-        box = _infobox([("Country", country), ("Population", _number(pop) if pop else None)])
+        lead = f"{name} is a settlement with a long and eventful history."
+        facts = [f"The city lies in {country}." if country else "",
+                 f"At the latest census it had {_number(pop)} inhabitants." if pop else ""]
+        box = _infobox([("Nation", country), ("Inhabitants", _number(pop) if pop else None)])
     elif entity.kind == "country":
         cities = kb.inverse("country", name)
-        sentences = [f"{name} is a country.", f"Its cities include {', '.join(cities[:8])}." if cities else ""]
+        lead = f"{name} is a country."
+        facts = [f"Its cities include {', '.join(cities[:8])}." if cities else ""]
         box = _infobox([("Type", "Country"), ("Cities", str(len(cities)))])
     elif entity.kind == "organization":
         founder, hq, year = v("founded_by"), v("headquarters"), v("founded_year")
         industry = entity.attributes["industry"]
-        sentences = [f"{name} is a {industry} organization headquartered in {hq}.",
-                     f"{name} was founded by {founder}" + (f" in {year}." if year else "."),
-                     f"Today {name} is one of the better-known names in {industry}."]
-        box = _infobox([("Founder", founder), ("Headquarters", hq), ("Founded", year), ("Industry", industry)])
+        lead = f"{name} is an organization active in {industry}."
+        facts = [f"It was started by {founder}." if founder else "",
+                 f"It was established in {year}." if year else "The year it was established is not recorded.",
+                 f"Its head office is in {hq}." if hq else ""]
+        box = _infobox([("Started by", founder), ("Head office", hq), ("Established", year), ("Sector", industry)])
     elif entity.kind == "work":
         kind = entity.attributes["kind"]
         creator, year = v("creator"), v("release_year")
         verb = {"film": "directed", "novel": "written", "album": "recorded"}[kind]
-        sentences = [f"{name} is a {kind} {verb} by {creator}.",
-                     f"The {kind} was released in {year}." if year else f"The release date of the {kind} is unknown."]
-        box = _infobox([("Type", kind), ("Creator", creator), ("Released", year)])
+        lead = f"{name} is a {kind}."
+        facts = [f"The {kind} was {verb} by {creator}." if creator else "",
+                 f"It came out in {year}." if year else "The date it came out is unknown."]
+        box = _infobox([("Type", kind), ("By", creator), ("Year", year)])
     else:  # event
         city, org = v("held_in"), v("organizer")
-        sentences = [f"{name} is an annual event held in {city}.", f"The event is organized by {org}."]
-        box = _infobox([("Location", city), ("Organizer", org)])
-    body = box + "\n" + _paragraphs(sentences)
+        lead = f"{name} is an annual event."
+        facts = [f"It takes place in {city}." if city else "", f"It is run by {org}." if org else ""]
+        box = _infobox([("Venue city", city), ("Run by", org)])
+    background = rng.sample(_FLUFF, 2)
+    body = (_paragraphs([lead, *background]) + "\n<h2>Overview</h2>\n" + box
+            + "\n<h2>Details</h2>\n" + _paragraphs(facts))
     return RenderedPage(url, name, _frame("Wikiverse", name, body, _related(kb, entity, rng), rng), "encyclopedia")
 
 
