@@ -263,6 +263,10 @@ class BackendsConfig(Section):
         )
     )
     ddgs: BackendSettings = Field(default_factory=lambda: BackendSettings(concurrency=2, rate_per_s=1.0, burst=2))
+    custom: BackendSettings = Field(
+        default_factory=BackendSettings,
+        description="Settings handed to a user backend named by a `package.module:Factory` search.backend.",
+    )
     blocked: list[str] = Field(
         default_factory=lambda: [
             "huggingface.co/datasets",
