@@ -57,8 +57,10 @@ class SearchConfig(Section):
 class BrowseConfig(Section):
     """The `browse_webpage` tool: page store, text extraction and the reader."""
 
-    reader: Literal["extractive", "raw"] = Field(
-        "extractive", description="How a page is read: `extractive` ranks chunks by BM25, `raw` returns the start."
+    reader: Literal["extractive", "embedding", "llm", "raw"] = Field(
+        "extractive",
+        description="How a page is read: `extractive` ranks chunks by BM25 (no model), `embedding` by MiniLM "
+        "similarity, `llm` reads chunk by chunk with the `reader_llm` model, `raw` returns the page's start.",
     )
     max_urls: int = Field(3, ge=1, le=20, description="URLs of one call that are read; extra ones are dropped.")
     chunk_chars: int = Field(600, ge=100, description="Characters per chunk the reader ranks.")
@@ -147,6 +149,7 @@ class EnvConfig(Section):
         default_factory=list,
         description="Handler service base URLs (http://host:port). Empty: the environment runs in process.",
     )
+    connect_timeout_s: float = Field(5.0, gt=0, description="Seconds to connect to a server before trying the next one.")
     request_timeout_s: float = Field(120.0, gt=0, description="Seconds one request may take on one server before failover.")
     max_attempts: int = Field(3, ge=1, description="Servers tried for one request before it fails.")
     dead_for_s: float = Field(30.0, ge=0, description="Seconds a failed server is skipped before it is tried again.")
@@ -349,7 +352,11 @@ class SFTConfig(Section):
 
 
 class TrainConfig(Section):
-    """GRPO training (``deepresearcher train``) with the paper's knobs; defaults are the paper's values."""
+    """GRPO training (``deepresearcher train``) with the paper's knobs; defaults are the paper's values.
+
+    The episode knobs of the paper (max turns 10, tokens per turn 2,000, temperature 1.0) are the
+    rollout engine's and live in ``agent``; the trainer computes logprobs at ``agent.temperature``.
+    """
 
     run_name: str = Field("run", description="Run directory name under runs_dir: runs/<run_name>/.")
     runs_dir: Path = Field(Path("runs"), description="Parent of every run directory.")
@@ -377,13 +384,6 @@ class TrainConfig(Section):
         description="token_mean: every policy token of the step weighs the same (the paper); sequence_mean: "
         "average within each rollout first (original GRPO).",
     )
-    max_turns: int = Field(10, ge=1, description="Assistant turns per episode before it is cut off.")
-    tokens_per_turn: int = Field(2000, ge=8, description="Most tokens the policy may sample in one turn.")
-    max_context_tokens: int = Field(
-        8192, ge=64, description="Episode stops when prompt plus all turns and observations exceed this many tokens."
-    )
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
-    concurrency: int = Field(64, ge=1, description="Episodes run concurrently by the rollout engine.")
     seed: int = Field(0, description="Seed of data order, sampling and initialization; resume keeps the order.")
     save_every: int = Field(10, ge=1, description="Save a checkpoint every N optimizer steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept; older ones are deleted.")

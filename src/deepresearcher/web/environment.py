@@ -1,0 +1,196 @@
+"""The in-process environment: search and browse for many rollouts, behind the ``Environment`` protocol.
+
+It composes one search backend, one page source (the local index's page store, or the live
+fetcher), HTML → text, and one reader. The handler service serves exactly this object over HTTP,
+and ``web.client.RemoteEnvironment`` speaks the same protocol, so rollouts never know which they use.
+
+What is recorded in the cache: whatever is costly or can change under us: live searches, live page
+fetches and LLM reader outputs. The local index and the cheap deterministic readers are pure
+functions of their inputs, so recording them would only add writes.
+
+Failures never escape as exceptions: a failed query or page becomes ``error`` on its result, which
+the agent shows the policy as an observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from deepresearcher.config import Config
+from deepresearcher.errors import DeepResearcherError
+from deepresearcher.web.backends.base import SearchBackend
+from deepresearcher.web.html import html_to_text
+from deepresearcher.web.reader.base import Reader, ReadRequest
+from deepresearcher.web.types import BrowseResult, Note, Page, QueryResult, SearchHit
+
+logger = logging.getLogger(__name__)
+
+
+class PageSource(Protocol):
+    """Gives the page at a URL; raises a DeepResearcherError when it cannot."""
+
+    async def get(self, url: str) -> Page: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalPageSource:
+    """Pages from a local index's store; the web of the synthetic world or of any indexed corpus."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    async def get(self, url: str) -> Page:
+        from deepresearcher.errors import PageError
+
+        page = self.index.get_page(url)
+        if page is None:
+            raise PageError(f"{url} is not in the local page store; browse URLs that a search returned.")
+        return page
+
+    async def aclose(self) -> None:
+        return None
+
+
+class LivePageSource:
+    """Pages fetched from the live web, through the record/replay cache."""
+
+    def __init__(self, fetcher: Any, cache: Any = None) -> None:
+        self.fetcher, self.cache = fetcher, cache
+
+    async def get(self, url: str) -> Page:
+        from deepresearcher.web.cache import cached
+
+        return await cached(self.cache, "fetch", "http", url, {}, lambda: self.fetcher.fetch(url),
+                            encode=Page.model_dump, decode=Page.model_validate)
+
+    async def aclose(self) -> None:
+        await self.fetcher.aclose()
+
+
+def make_reader(config: Config) -> Reader:
+    """The reader ``browse.reader`` names, built from the browse (and reader_llm) config."""
+    browse = config.browse
+    if browse.reader == "extractive":
+        from deepresearcher.web.reader.extractive import ExtractiveReader
+
+        return ExtractiveReader(chunk_chars=browse.chunk_chars, max_chunks=browse.max_chunks,
+                                top_passages=browse.top_passages)
+    if browse.reader == "embedding":
+        from deepresearcher.web.reader.embedding import EmbeddingReader
+
+        return EmbeddingReader(chunk_chars=browse.chunk_chars, max_chunks=browse.max_chunks,
+                               top_passages=browse.top_passages)
+    if browse.reader == "raw":
+        from deepresearcher.web.reader.raw import RawReader
+
+        return RawReader(max_tokens=max(1, browse.chunk_chars // 4) * browse.top_passages)
+    from deepresearcher.llm.factory import make_chat_client
+    from deepresearcher.web.reader.llm import LLMReader
+
+    llm = config.reader_llm
+    return LLMReader(make_chat_client(llm), chunk_tokens=llm.chunk_tokens, max_chunks=llm.max_chunks,
+                     max_note_chars=llm.max_note_chars, max_new_tokens=llm.max_new_tokens)
+
+
+class WebEnvironment:
+    """Search + browse over one backend, one page source and one reader, optionally cached."""
+
+    def __init__(self, backend: SearchBackend, pages: PageSource, reader: Reader, config: Config,
+                 cache: Any = None) -> None:
+        self.backend, self.pages, self.reader, self.config, self.cache = backend, pages, reader, config, cache
+
+    @classmethod
+    def from_config(cls, config: Config) -> WebEnvironment:
+        """Build from config; with the default local backend and no index, the default world is built first."""
+        from deepresearcher.web.backends import make_backend
+
+        cache = None
+        if config.cache.mode != "off" and (config.search.backend != "local" or config.browse.reader == "llm"):
+            from deepresearcher.web.cache import WebCache
+
+            cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
+        if config.search.backend == "local":
+            from deepresearcher.web.backends.local import LocalIndex
+
+            index_dir = config.search.index
+            if index_dir is None:
+                from deepresearcher.web.local_world import ensure_world
+
+                index_dir = ensure_world(config) / "index"
+            index = LocalIndex(index_dir, snippet_chars=config.search.snippet_chars)
+            backend = make_backend(config.search.model_copy(update={"index": index_dir}), config.backends)
+            pages: PageSource = LocalPageSource(index)
+        else:
+            from deepresearcher.web.fetch import PageFetcher
+
+            backend = make_backend(config.search, config.backends)
+            pages = LivePageSource(PageFetcher(config.fetch), cache)
+        return cls(backend, pages, make_reader(config), config, cache)
+
+    async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
+        """Run each query concurrently; one result per query, in order, errors included."""
+        top_k = top_k or self.config.search.top_k
+        return list(await asyncio.gather(*(self._search_one(q, top_k) for q in queries)))
+
+    async def _search_one(self, query: str, top_k: int) -> QueryResult:
+        try:
+            hits = await self._cached_search(query, top_k)
+        except DeepResearcherError as exc:
+            logger.info("search %r failed: %s", query, exc)
+            return QueryResult(query=query, error=str(exc))
+        return QueryResult(query=query, hits=hits)
+
+    async def _cached_search(self, query: str, top_k: int) -> list[SearchHit]:
+        if self.cache is None or self.backend.name == "local":
+            return await self.backend.search(query, top_k)
+        from deepresearcher.web.cache import cached
+
+        return await cached(self.cache, "search", self.backend.name, query, {"top_k": top_k},
+                            lambda: self.backend.search(query, top_k),
+                            encode=lambda hits: [h.model_dump() for h in hits],
+                            decode=lambda rows: [SearchHit(**r) for r in rows])
+
+    async def browse(self, question: str, urls: list[str], notes: list[str] | None = None,
+                     queries: list[str] | None = None) -> list[BrowseResult]:
+        """Read each URL for ``question``; one result per URL, in order, errors included."""
+        query = " ".join(queries or [])
+        return list(await asyncio.gather(*(self._browse_one(question, u, notes or [], query) for u in urls)))
+
+    async def _browse_one(self, question: str, url: str, notes: list[str], query: str) -> BrowseResult:
+        try:
+            page = await self.pages.get(url)
+            text = page.text if page.text is not None else html_to_text(
+                (page.html or "")[: self.config.browse.max_page_bytes])
+            if not text.strip():
+                return BrowseResult(url=url, title=page.title, error="the page has no readable text")
+            request = ReadRequest(question=question, url=url, text=text, query=query, notes=notes)
+            found = await self._read(request)
+        except DeepResearcherError as exc:
+            logger.info("browse %s failed: %s", url, exc)
+            return BrowseResult(url=url, error=str(exc))
+        return BrowseResult(url=url, title=page.title, notes=found)
+
+    async def _read(self, request: ReadRequest) -> list[Note]:
+        if self.cache is None or self.reader.name != "llm":
+            return await self.reader.read(request)
+        from deepresearcher.web.cache import cached
+
+        return await cached(self.cache, "reader", self.reader.name, request.model_dump(),
+                            getattr(self.reader, "params", {}), lambda: self.reader.read(request),
+                            encode=lambda ns: [n.model_dump() for n in ns],
+                            decode=lambda rows: [Note(**r) for r in rows])
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+        await self.pages.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()
+
+    async def __aenter__(self) -> WebEnvironment:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

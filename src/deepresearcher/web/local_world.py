@@ -1,0 +1,52 @@
+"""The default world on disk: built and indexed on first use, kept in the user's cache directory.
+
+This is what lets ``search``, ``research``, ``train`` and ``quickstart`` run with no setup step and no
+flags. A file lock makes concurrent first uses (several processes, parallel tests) build it once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+
+from deepresearcher.config import Config
+from deepresearcher.web.backends.local import META_FILE, build_index
+from deepresearcher.world import GENERATOR_VERSION, build_world, iter_pages
+
+logger = logging.getLogger(__name__)
+
+
+def world_dir(config: Config) -> Path:
+    """Where the configured world lives: ``world.dir``, or a cache folder keyed by seed, size and version."""
+    if config.world.dir is not None:
+        return Path(config.world.dir)
+    name = f"seed{config.world.seed}-{config.world.size}-v{GENERATOR_VERSION}"
+    return config.resolved_cache_dir() / "worlds" / name
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_world(config: Config) -> Path:
+    """The configured world's directory, with ``pages.jsonl``, tasks and ``index/``; built if missing."""
+    root = world_dir(config)
+    if (root / "manifest.json").is_file() and (root / "index" / META_FILE).is_file():
+        return root
+    with _locked(root.parent / f".{root.name}.lock"):
+        if not (root / "manifest.json").is_file():
+            logger.info("building world seed=%s size=%s in %s", config.world.seed, config.world.size, root)
+            build_world(config.world.seed, config.world.size, root)
+        if not (root / "index" / META_FILE).is_file():
+            logger.info("indexing %s", root)
+            build_index(iter_pages(root), root / "index")
+    return root
