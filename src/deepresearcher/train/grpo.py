@@ -44,10 +44,11 @@ def check_batch_shape(cfg: TrainConfig) -> None:
         )
 
 
-def grpo_args(cfg: TrainConfig, run: RunDir, report_to: list[str]) -> Any:
+def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
     """The ``GRPOConfig`` that implements our ``TrainConfig`` (the paper's knobs mapped onto TRL's names)."""
     from trl import GRPOConfig
 
+    cfg = config.train
     check_batch_shape(cfg)
     rollouts = cfg.prompts_per_step * cfg.group_size
     return GRPOConfig(
@@ -66,8 +67,8 @@ def grpo_args(cfg: TrainConfig, run: RunDir, report_to: list[str]) -> Any:
         entropy_coef=cfg.entropy_coef,
         loss_type="dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
         scale_rewards="group",
-        temperature=cfg.temperature,
-        max_completion_length=cfg.max_context_tokens,
+        temperature=config.agent.temperature,
+        max_completion_length=config.agent.context_budget,
         mask_truncated_completions=False,
         use_vllm=cfg.use_vllm,
         vllm_mode=cfg.vllm_mode,
@@ -345,7 +346,7 @@ def train_grpo(
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=GRPORollouts.reward,
-        args=grpo_args(cfg, run, report_to),
+        args=grpo_args(config, run, report_to),
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollouts,

@@ -65,12 +65,14 @@ def grpo_loss(
     entropies: torch.Tensor | None = None,
     entropy_coef: float = 0.0,
     aggregation: Aggregation = "token_mean",
+    kl_importance_weighted: bool = True,
 ) -> LossParts:
     """Clipped-ratio policy loss plus ``kl_coef`` x k3-KL to the reference, minus ``entropy_coef`` x entropy.
 
     ``logps`` (B, T) carry gradient; ``old_logps`` are the sampling policy's; ``advantages`` is (B,).
     Per token: ``-min(r A, clip(r, 1-eps, 1+eps) A) + beta (exp(ref-lp) - (ref-lp) - 1)`` with
-    ``r = exp(lp - old)``. ``token_mean`` averages over every masked token of the batch; ``sequence_mean``
+    ``r = exp(lp - old)``; with ``kl_importance_weighted`` (TRL's default) the KL term is multiplied by
+    ``r``, since the tokens were sampled from the old policy. ``token_mean`` averages over every masked token of the batch; ``sequence_mean``
     averages within each rollout, then over rollouts. The entropy bonus is always a token mean.
     """
     mask = mask.to(logps.dtype)
@@ -82,6 +84,8 @@ def grpo_loss(
     if ref_logps is not None and kl_coef:
         delta = ref_logps - logps
         per_token_kl = torch.exp(delta) - delta - 1
+        if kl_importance_weighted:
+            per_token_kl = per_token_kl * ratio
         per_token = per_token + kl_coef * per_token_kl
     tokens = mask.sum().clamp(min=1.0)
     if aggregation == "token_mean":

@@ -1,0 +1,135 @@
+"""SFT warm start: teach a model the research format from the scripted oracle's trajectories.
+
+A model with random weights cannot find the tool format by RL alone, so it first imitates the oracle.
+The data are ordinary ``Trajectory`` objects from the same rollout engine and chat template the RL
+run uses (token-in/token-out), so SFT and RL see byte-identical turn boundaries.
+
+Loss per token (next-token cross-entropy), normalized by the total weight of the batch::
+
+    prompt tokens        weight 0
+    policy tokens        weight 1                     (what the agent must write)
+    observation tokens   weight ``obs_loss_weight``   (tool output; SFT only, RL keeps them masked)
+
+The observation term is why a ~1M-parameter model learns to *copy* names out of search results in
+budget: with policy tokens alone it never did (prototype finding). TRL's ``SFTTrainer`` has only 0/1
+completion masks, not per-token weights, so this is a plain PyTorch loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deepresearcher.agent.trajectory import Trajectory
+from deepresearcher.config import SFTConfig
+
+logger = logging.getLogger(__name__)
+
+
+def token_weights(trajectory: Trajectory, obs_loss_weight: float) -> list[float]:
+    """Loss weight of each token of ``trajectory.all_ids`` (see the module docstring)."""
+    weight = {"prompt": 0.0, "policy": 1.0, "env": obs_loss_weight}
+    return [weight[s.source] for s in trajectory.segments for _ in s.token_ids]
+
+
+def sft_loss(logits: Any, input_ids: Any, weights: Any) -> Any:
+    """Weighted next-token cross-entropy: token ``t+1`` is predicted from position ``t``, weighted by ``weights[t+1]``."""
+    import torch.nn.functional as F
+
+    ce = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), input_ids[:, 1:], reduction="none")
+    w = weights[:, 1:]
+    return (ce * w).sum() / w.sum().clamp(min=1e-8)
+
+
+def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int) -> tuple[Any, Any, Any]:
+    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``."""
+    import torch
+
+    rows = [(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories]
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    weights = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, (row_ids, row_w) in enumerate(rows):
+        ids[i, : len(row_ids)] = torch.tensor(row_ids)
+        mask[i, : len(row_ids)] = 1
+        weights[i, : len(row_w)] = torch.tensor(row_w)
+    return ids, mask, weights
+
+
+@dataclass
+class SFTResult:
+    """What an SFT run did."""
+
+    model_dir: Path
+    steps: int
+    final_loss: float
+    seconds: float
+    tokens_per_second: float
+
+
+def train_sft(
+    model_path: str | Path,
+    trajectories: list[Trajectory],
+    cfg: SFTConfig,
+    out_dir: Path,
+    *,
+    on_step: Callable[[int, float], None] | None = None,
+) -> SFTResult:
+    """Fine-tune ``model_path`` on ``trajectories`` and save model and tokenizer to ``out_dir``.
+
+    AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled
+    each pass, from a generator seeded with ``cfg.seed``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not trajectories:
+        raise ValueError("SFT needs at least one trajectory")
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    model = AutoModelForCausalLM.from_pretrained(str(model_path))
+    model.train()
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)
+
+    def lr_at(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
+    rng = random.Random(cfg.seed)
+    order: list[int] = []
+    start, tokens, loss_value = time.perf_counter(), 0, float("nan")
+    for step in range(cfg.steps):
+        if len(order) < cfg.batch_size:
+            fresh = list(range(len(trajectories)))
+            rng.shuffle(fresh)
+            order.extend(fresh)
+        batch = [trajectories[order.pop()] for _ in range(min(cfg.batch_size, len(trajectories)))]
+        ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        loss = sft_loss(logits, ids, weights)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        tokens += int(mask.sum())
+        loss_value = float(loss.detach())
+        if on_step is not None:
+            on_step(step + 1, loss_value)
+        if step % 50 == 0:
+            logger.info("sft step %d loss %.4f", step, loss_value)
+    seconds = time.perf_counter() - start
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return SFTResult(out_dir, cfg.steps, loss_value, seconds, tokens / max(seconds, 1e-9))
