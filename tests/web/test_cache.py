@@ -13,7 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from deepresearcher.cli import cache_cmd
-from deepresearcher.errors import ReplayMissError
+from deepresearcher.errors import ConfigError, ReplayMissError
 from deepresearcher.web.cache import WebCache, cached, normalize_url
 from deepresearcher.web.types import SearchHit
 
@@ -81,6 +81,11 @@ async def test_replay_serves_with_zero_upstream_calls_and_fails_clearly_on_miss(
         with pytest.raises(ReplayMissError, match=r"'gamma'.*cache.mode=readwrite"):
             await search(cache, replay_upstream, "gamma")
     assert replay_upstream.calls == []
+
+
+def test_replay_of_a_missing_file_says_how_to_record(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist; record it first with cache.mode=readwrite"):
+        WebCache(tmp_path / "nothing.sqlite", mode="replay")
 
 
 async def test_off_mode_always_calls_live_and_writes_nothing(tmp_path: Path) -> None:

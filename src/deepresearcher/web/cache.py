@@ -262,6 +262,11 @@ class WebCache:
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
+        if mode == "replay" and not self.path.is_file():
+            raise ConfigError(
+                f"Replay cache {self.path} does not exist; record it first with cache.mode=readwrite "
+                "(or set cache.path to an existing recording)."
+            )
         if mode != "off":
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as conn:
@@ -478,7 +483,9 @@ class WebCache:
                 if not pending.cancelled():
                     raise  # this caller was cancelled
                 # The caller doing the live call was cancelled: make it ourselves.
-                return await self.cached(kind, backend, request, params, compute, encode=encode, decode=decode, source=source)
+                return await self.cached(
+                    kind, backend, request, params, compute, encode=encode, decode=decode, source=source
+                )
             return decode(data) if decode else data
         self._count(kind, backend, hit=False)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -567,7 +574,8 @@ class WebCache:
                     continue
                 try:
                     rec = orjson.loads(line)
-                    key, request_json, params_json = make_key(rec["kind"], rec["backend"], rec["request"], rec["params"])
+                    kind, backend = rec["kind"], rec["backend"]
+                    key, request_json, params_json = make_key(kind, backend, rec["request"], rec["params"])
                     rows.append(
                         (key, rec["kind"], rec["backend"], request_json, params_json, _dumps(rec["response"]),
                          float(rec["created_at"]), str(rec.get("source", "import")))

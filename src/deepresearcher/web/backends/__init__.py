@@ -12,7 +12,8 @@ ddgs       DuckDuckGo via ``pip install ddgs``         —
 
 Live backends are wrapped in :class:`~deepresearcher.web.resilience.ResilientBackend` (limits, retries,
 circuit breaker), and their hits pass the answer-leak filter (``backends.blocked``). A name of the form
-``package.module:Factory`` loads user code: ``Factory(settings: BackendSettings)`` gets ``backends.custom`` and must return a backend.
+``package.module:Factory`` loads user code: ``Factory(settings)`` gets ``backends.custom`` and must
+return a backend.
 Modules are imported only when their backend is built, so a missing optional package costs nothing.
 """
 

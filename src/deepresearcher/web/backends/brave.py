@@ -43,7 +43,9 @@ class BraveBackend:
         web = data.get("web", {"results": []})  # absent when nothing matched
         require(isinstance(web, dict) and isinstance(web.get("results"), list), self.name, "'web.results'")
         hits = [
-            SearchHit(title=clean_snippet(item.get("title")), url=item["url"], snippet=clean_snippet(item.get("description")))
+            SearchHit(
+                title=clean_snippet(item.get("title")), url=item["url"], snippet=clean_snippet(item.get("description"))
+            )
             for item in web["results"]
             if isinstance(item, dict) and isinstance(item.get("url"), str)
         ]
