@@ -1,0 +1,138 @@
+"""A scripted oracle researcher for the synthetic world: it proves the world is solvable by search.
+
+It knows *which* hops a task needs (the task's chain: subject and relation per hop), never their
+values: every value it uses is read back from what the real tools return. For each hop it searches
+the natural query, browses the best hit, and reads the value off the page the way a person reads an
+infobox or a list. Its turns are written in the policy's format, so they double as SFT data.
+
+With ``use_browse=False`` it answers from search snippets alone, which shows how much browsing adds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import orjson
+
+from deepresearcher.agent.tools import ToolBox, ToolContext
+from deepresearcher.world import UNANSWERABLE_ANSWER, Task
+from deepresearcher.world.knowledge import RELATIONS
+
+_NAME = r"([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)"
+_NUMBER = r"([\d][\d,]*)"
+_CELL = r"\|\s*{label}\s*\|\s*{value}\s*\|"
+
+# How each relation's value is written on the world's pages: infobox rows (encyclopedia), list rows,
+# directory rows, and sentences. Applied to the text the tools return, in this order.
+_PATTERNS: dict[str, tuple[str, ...]] = {
+    "born_in": (_CELL.format(label="Place of birth", value=_NAME), r"They were born in " + _NAME),
+    "birth_year": (_CELL.format(label="Year of birth", value=r"(\d{4})"), r"{s} \(born (\d{4})\)"),
+    "occupation": (_CELL.format(label="Profession", value=r"([a-z]+)"), r"they are an? ([a-z]+)"),
+    "country": (_CELL.format(label="Nation", value=_NAME), r"The city lies in " + _NAME),
+    "population": (_CELL.format(label="Inhabitants", value=_NUMBER), r"\|\s*{s}\s*\|\s*" + _NUMBER + r"\s*\|",
+                   r"it had " + _NUMBER + " inhabitants"),
+    "founded_by": (_CELL.format(label="Started by", value=_NAME), r"It was started by " + _NAME),
+    "headquarters": (_CELL.format(label="Head office", value=_NAME), r"Its head office is in " + _NAME),
+    "founded_year": (_CELL.format(label="Established", value=r"(\d{4})"), r"It was established in (\d{4})"),
+    "creator": (_CELL.format(label="By", value=_NAME), r"was (?:directed|written|recorded) by " + _NAME),
+    "release_year": (_CELL.format(label="Year", value=r"(\d{4})"), r"It came out in (\d{4})"),
+    "held_in": (_CELL.format(label="Venue city", value=_NAME), r"It takes place in " + _NAME),
+    "organizer": (_CELL.format(label="Run by", value=_NAME), r"It is run by " + _NAME),
+}
+# Read from a list page's title: "Notable people from <city>" lists people born there.
+_LIST_TITLE = {"born_in": r"Notable people from " + _NAME, "country": r"List of cities in " + _NAME}
+
+
+def extract_value(relation: str, subject: str, text: str, title: str = "") -> str | None:
+    """The value of ``relation`` for ``subject`` stated in ``text`` (a page's notes or a snippet), if any."""
+    for pattern in _PATTERNS[relation]:
+        match = re.search(pattern.replace("{s}", re.escape(subject)), text)
+        if match:
+            return match.group(1).replace(",", "") if relation == "population" else match.group(1)
+    if relation in _LIST_TITLE and subject in text:
+        match = re.match(_LIST_TITLE[relation], title)
+        if match:
+            return match.group(1)
+    return None
+
+
+@dataclass
+class OracleTurn:
+    """One assistant turn in the policy's format, and the observation the tools answered."""
+
+    assistant: str
+    observation: str | None = None
+
+
+@dataclass
+class OracleEpisode:
+    task_id: str
+    answer: str
+    turns: list[OracleTurn] = field(default_factory=list)
+
+
+def _call(name: str, arguments: dict) -> str:
+    return "<tool_call>" + orjson.dumps({"name": name, "arguments": arguments}).decode() + "</tool_call>"
+
+
+class OracleResearcher:
+    """Answers world tasks through a ToolBox, one hop at a time."""
+
+    def __init__(self, toolbox: ToolBox, use_browse: bool = True, pages_per_hop: int = 1) -> None:
+        self.toolbox, self.use_browse, self.pages_per_hop = toolbox, use_browse, pages_per_hop
+
+    async def run(self, task: Task) -> OracleEpisode:
+        episode = OracleEpisode(task.id, "")
+        context = ToolContext(task.question)
+        if task.type in ("comparison", "two_page"):
+            values = [await self._lookup(hop.subject, hop.relation, context, episode) for hop in task.chain]
+            answer = self._combine(task, values)
+        else:
+            subject, answer = task.chain[0].subject, None
+            pages = 3 if task.type == "conflict" else self.pages_per_hop
+            for hop in task.chain:
+                answer = await self._lookup(subject, hop.relation, context, episode, pages)
+                if answer is None:
+                    break
+                subject = answer
+        episode.answer = answer or UNANSWERABLE_ANSWER
+        reason = (f"The sources give {episode.answer}." if answer else
+                  "I could not find this information in any source.")
+        episode.turns.append(OracleTurn(f"<think>{reason}</think>\n<answer>{episode.answer}</answer>"))
+        return episode
+
+    @staticmethod
+    def _combine(task: Task, values: list[str | None]) -> str | None:
+        if any(v is None for v in values):
+            return None
+        if task.type == "two_page":
+            return "yes" if values[0] == values[1] else "no"
+        numbers = [int(v) for v in values]  # type: ignore[arg-type]
+        pick = max if "larger" in task.question else min
+        return task.chain[numbers.index(pick(numbers))].subject
+
+    async def _lookup(self, subject: str, relation: str, context: ToolContext, episode: OracleEpisode,
+                      pages: int = 1) -> str | None:
+        query = RELATIONS[relation].query.format(s=subject)
+        noun = RELATIONS[relation].noun.format(s=subject)
+        search_text = f"<think>I need {noun}. Let me search for it.</think>\n" + _call("web_search", {"query": [query]})
+        outcome = await self.toolbox.call("web_search", {"query": [query]}, context)
+        episode.turns.append(OracleTurn(search_text, outcome.text))
+        hits = [h for result in (outcome.raw or []) for h in result.get("web_page_info_list", [])]
+        if not self.use_browse:
+            found = [extract_value(relation, subject, h["quick_summary"], h["title"]) for h in hits]
+            return next((v for v in found if v), None)
+        # A researcher opens the pages about the subject first: its own article, then others naming it.
+        ranked = sorted(hits, key=lambda h: (h["title"] != subject, subject not in h["quick_summary"]))
+        urls = [h["url"] for h in ranked[:pages]]
+        if not urls:
+            return None
+        browse_text = f"<think>These pages should state {noun}.</think>\n" + _call("browse_webpage", {"url_list": urls})
+        outcome = await self.toolbox.call("browse_webpage", {"url_list": urls}, context)
+        episode.turns.append(OracleTurn(browse_text, outcome.text))
+        titles = {h["url"]: h["title"] for h in hits}
+        votes = Counter(v for page in (outcome.raw or []) if "information" in page
+                        if (v := extract_value(relation, subject, page["information"], titles.get(page["url"], ""))))
+        return votes.most_common(1)[0][0] if votes else None
