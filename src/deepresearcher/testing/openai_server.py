@@ -1,0 +1,146 @@
+"""A real OpenAI-compatible chat server on loopback, scriptable to answer like a reader (or fail).
+
+Tests and benchmarks of the LLM clients and the LLM reader talk to it over real HTTP, so retries,
+timeouts and parsing are exercised without a GPU or the internet. Each ``POST /v1/chat/completions``
+takes the next :class:`Reply` from the script; once the script is used up, the ``responder`` answers
+(by default :func:`keyword_reader`, which extracts sentences holding the question's names).
+
+Example::
+
+    script = [Reply(status=429, retry_after=0.05), Reply(text=PAGE_DOWN), Reply(text=extract("Paris."))]
+    with OpenAIEmulator(script).running() as server:
+        client = OpenAIChatClient(LLMClientConfig(kind="openai", base_url=server.base_url, model="emu"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+PAGE_DOWN = "NOTES: NONE\nCONTINUE: YES"
+"""A reader reply: nothing here, read the next chunk."""
+STOP = "NOTES: NONE\nCONTINUE: NO"
+"""A reader reply: nothing here, stop reading."""
+GARBAGE = "As an AI, I think the page is about many things. ~~~ }{ <|endoftext|>"
+"""A reply with neither field: the reader must treat it as nothing found, stop."""
+
+
+def extract(notes: str, read_on: bool = False) -> str:
+    """A reader reply carrying ``notes``."""
+    return f"NOTES: {notes}\nCONTINUE: {'YES' if read_on else 'NO'}"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: a completion text, or an error status, optionally after a delay."""
+
+    text: str = ""
+    status: int = 200
+    delay_s: float = 0.0
+    retry_after: float | None = None
+
+
+def chunk_of(body: dict[str, Any]) -> str:
+    """The page chunk in a reader prompt (between the ``---`` lines of the last user message)."""
+    content = body["messages"][-1]["content"]
+    match = re.search(r"\n---\n(.*)\n---\n", content, re.DOTALL)
+    return match.group(1) if match else ""
+
+
+def keyword_reader(keywords: Iterable[str]) -> Callable[[dict[str, Any]], Reply]:
+    """A responder that reads like a careful reader: sentences holding a keyword are notes, then stop."""
+    words = [k.lower() for k in keywords]
+
+    def respond(body: dict[str, Any]) -> Reply:
+        sentences = re.split(r"(?<=[.!?。])\s+", chunk_of(body))
+        hits = [s.strip() for s in sentences if any(w in s.lower() for w in words)]
+        return Reply(text=extract(" ".join(hits)) if hits else PAGE_DOWN)
+
+    return respond
+
+
+class OpenAIEmulator:
+    """The server; ``requests`` and ``headers`` record every request received, in order."""
+
+    def __init__(
+        self, script: Iterable[Reply] = (), responder: Callable[[dict[str, Any]], Reply] | None = None
+    ) -> None:
+        self.script: deque[Reply] = deque(script)
+        self.responder = responder or (lambda body: Reply(text=STOP))
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.base_url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        return app
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        reply = self.script.popleft() if self.script else self.responder(body)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+        finally:
+            self.in_flight -= 1
+        if reply.status != 200:
+            headers = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else {}
+            return web.json_response({"error": {"message": f"scripted {reply.status}"}}, status=reply.status,
+                                     headers=headers)
+        prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        return web.json_response({
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "model": body.get("model", "emulator"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(reply.text.split()),
+                      "total_tokens": prompt_words + len(reply.text.split())},
+        })
+
+    @contextmanager
+    def running(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[OpenAIEmulator]:
+        """Serve in a background thread with its own event loop; sets :attr:`base_url` (ending in ``/v1``)."""
+        loop = asyncio.new_event_loop()
+        started = threading.Event()
+        runner = web.AppRunner(self.app(), access_log=None)
+
+        async def start() -> None:
+            await runner.setup()
+            site = web.TCPSite(runner, host, port)
+            await site.start()
+            sock = site._server.sockets[0]  # type: ignore[union-attr]
+            self.base_url = f"http://{host}:{sock.getsockname()[1]}/v1"
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(start())
+            started.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        thread = threading.Thread(target=serve, name="openai-emulator", daemon=True)
+        thread.start()
+        if not started.wait(10):
+            raise RuntimeError("the OpenAI emulator did not start within 10 s")
+        try:
+            yield self
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)

