@@ -1,0 +1,76 @@
+"""The local transformers generator: batching concurrent requests must not change what each one gets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from deepresearcher.config import TinyModelConfig  # noqa: E402
+from deepresearcher.generate.base import SamplingParams  # noqa: E402
+from deepresearcher.generate.transformers_gen import TransformersGenerator  # noqa: E402
+from deepresearcher.train.tiny_model import build_tiny_checkpoint  # noqa: E402
+
+TEXTS = ["the capital of freedonia is fredville", "search the web and browse pages", "who wrote the book"] * 20
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    torch.set_num_threads(1)
+    spec = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=2, num_heads=4, num_kv_heads=2,
+                           intermediate_size=64, max_positions=256)
+    return build_tiny_checkpoint(TEXTS, tmp_path_factory.mktemp("tiny"), spec, seed=3)
+
+
+@pytest.fixture
+def generator(checkpoint):
+    return TransformersGenerator.from_pretrained(str(checkpoint), batch_wait_s=0.05, seed=0)
+
+
+def prompts(generator) -> list[list[int]]:
+    encode = lambda text: generator.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    return [encode("who wrote"), encode("the capital of freedonia is the city of"), encode("search")]
+
+
+async def test_batched_greedy_equals_each_alone(generator):
+    """Concurrent requests share one left-padded batch and get the tokens each would get alone."""
+    greedy = [SamplingParams(max_tokens=n, temperature=0.0) for n in (5, 9, 7)]
+    batched = await asyncio.gather(*(generator.generate(p, s) for p, s in zip(prompts(generator), greedy)))
+    assert generator.batches == [3]
+    alone = [await generator.generate(p, s) for p, s in zip(prompts(generator), greedy)]
+    assert generator.batches == [3, 1, 1, 1]
+    for a, b, s in zip(batched, alone, greedy):
+        assert a.token_ids == b.token_ids
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+        assert len(a.token_ids) <= s.max_tokens
+        assert a.finish_reason == ("length" if len(a.token_ids) == s.max_tokens and a.stop_reason is None else "stop")
+    await generator.aclose()
+
+
+async def test_logprobs_are_those_of_the_sampled_tokens(generator):
+    """Each returned logprob equals the model's log-softmax (at the sampling temperature) of that token."""
+    prompt = prompts(generator)[1]
+    result = await generator.generate(prompt, SamplingParams(max_tokens=8, temperature=0.7))
+    full = torch.tensor([prompt + result.token_ids])
+    with torch.no_grad():
+        logits = generator.model(full).logits[0, len(prompt) - 1 : -1] / 0.7
+    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(result.token_ids).unsqueeze(-1)).squeeze(-1)
+    assert result.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    await generator.aclose()
+
+
+async def test_stop_string_ends_the_request_and_is_kept(generator):
+    """A stop string ends the turn right after the token that completes it; that token stays in the output."""
+    prompt = prompts(generator)[0]
+    free = await generator.generate(prompt, SamplingParams(max_tokens=12, temperature=0.0))
+    text = generator.tokenizer.decode(free.token_ids)
+    stop = text[len(text) // 2 : len(text) // 2 + 2]
+    assert stop.strip()
+    cut = await generator.generate(prompt, SamplingParams(max_tokens=12, temperature=0.0, stop=[stop]))
+    assert cut.finish_reason == "stop" and cut.stop_reason == stop
+    assert stop in generator.tokenizer.decode(cut.token_ids)
+    assert stop not in generator.tokenizer.decode(cut.token_ids[:-1])
+    assert cut.token_ids == free.token_ids[: len(cut.token_ids)]
+    await generator.aclose()
