@@ -50,6 +50,14 @@ def _default_correct(answer: str, golds: Sequence[str]) -> bool:
     return cover_em(answer, golds) == 1.0
 
 
+def _ends_torn(path: Path) -> bool:
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    with path.open("rb") as handle:
+        handle.seek(-1, 2)
+        return handle.read(1) != b"\n"
+
+
 def read_decisions(path: str | Path) -> dict[str, dict[str, Any]]:
     """Decisions saved so far (id -> record); a torn last line from a killed run is ignored."""
     path = Path(path)
@@ -92,15 +100,21 @@ async def filter_contaminated(
     todo = list({t.id: t for t in tasks if t.id not in decisions}.values())
     semaphore = asyncio.Semaphore(concurrency)
 
+    is_async = inspect.iscoroutinefunction(answer_fn) or inspect.iscoroutinefunction(
+        getattr(answer_fn, "__call__", None)
+    )
+
     async def ask(question: str) -> str:
-        if inspect.iscoroutinefunction(answer_fn):
+        if is_async:
             return await answer_fn(question)
-        result = await asyncio.to_thread(answer_fn, question)
-        return await result if inspect.isawaitable(result) else result
+        return await asyncio.to_thread(answer_fn, question)
 
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(tasks), initial=resumed, desc="contamination", unit="q", disable=not progress)
+    if _ends_torn(path):  # a kill mid-write left a torn line; never glue the next record onto it
+        with path.open("ab") as out:
+            out.write(b"\n")
     with path.open("ab") as out:
 
         async def decide(task: QATask) -> None:
