@@ -14,6 +14,7 @@
     │   ├── UnsafeURLError     scheme or address refused (file://, private, loopback, link-local)
     │   └── UnsupportedContentError  a content type we cannot turn into text (images, archives)
     ├── ReplayMissError        replay mode asked for something never recorded
+    ├── RequestRejectedError   a handler service refused a request as invalid (4xx); no server would accept it
     └── MissingDependencyError an optional extra is not installed; names the pip command
 
 Errors caused by the *policy* (bad tool calls) are never raised: they become observations.
@@ -86,3 +87,12 @@ class UnsafeURLError(PageError):
 
 class UnsupportedContentError(PageError):
     """The page's content type cannot be turned into text (only HTML, PDF and plain text can)."""
+
+
+class RequestRejectedError(DeepResearcherError):
+    """A handler service answered 4xx: the request itself is wrong (or the token is), so no other server
+    would accept it either. The message carries the server's explanation."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status

@@ -5,7 +5,8 @@ exercise sockets, redirects, content types and timeouts without the internet.
 
 Routes:
 
-* ``/<path>`` — a page registered under that path (for the world: the path of its URL);
+* ``/<path>`` — a page registered under that path (a world page ``https://host/p`` lives at ``/host/p``,
+  so pages of different sites never collide);
 * ``/_t/text`` plain text, ``/_t/pdf`` a one-page PDF, ``/_t/image`` a PNG (unsupported content);
 * ``/_t/redirect/<n>`` a chain of ``n`` redirects ending at ``/_t/text``;
 * ``/_t/redirect-to?url=...`` one redirect to any URL (e.g. ``file:///etc/passwd``);
@@ -79,13 +80,13 @@ class LoopbackWebsite:
 
     @classmethod
     def from_pages_jsonl(cls, path: str | Path) -> LoopbackWebsite:
-        """Serve the world's ``pages.jsonl`` (lines of ``{url, title, html}``) by each URL's path."""
+        """Serve the world's ``pages.jsonl`` (lines of ``{url, title, html}``); see :meth:`local_url`."""
         site = cls()
         with open(path, "rb") as lines:
             for line in lines:
                 if line.strip():
                     rec = orjson.loads(line)
-                    site.add(urlsplit(rec["url"]).path or "/", rec.get("title", ""), rec["html"])
+                    site.add(site.local_path(rec["url"]), rec.get("title", ""), rec["html"])
         return site
 
     def add(self, path: str, title: str, html: str) -> None:
@@ -96,10 +97,15 @@ class LoopbackWebsite:
         """The loopback URL of ``path`` once the site runs."""
         return self.base_url + (path if path.startswith("/") else "/" + path)
 
-    def local_url(self, world_url: str) -> str:
-        """Map a world URL (``https://site.example/wiki/X``) to this site's copy of it."""
+    @staticmethod
+    def local_path(world_url: str) -> str:
+        """Where a world URL is served here: ``https://site.example/wiki/X`` → ``/site.example/wiki/X``."""
         parts = urlsplit(world_url)
-        return self.url(parts.path + (f"?{parts.query}" if parts.query else ""))
+        return f"/{parts.netloc}{parts.path or '/'}"
+
+    def local_url(self, world_url: str) -> str:
+        """The loopback URL of this site's copy of a world URL."""
+        return self.url(self.local_path(world_url))
 
     # ------------------------------------------------------------------ the app
 

@@ -22,7 +22,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import html as html_lib
 import io
 import ipaddress
 import logging
@@ -37,7 +36,7 @@ from yarl import URL
 
 from deepresearcher.config import FetchConfig
 from deepresearcher.errors import PageError, UnsafeURLError, UnsupportedContentError
-from deepresearcher.web.html import html_to_text
+from deepresearcher.web.html import decode_bytes, html_title, html_to_text
 from deepresearcher.web.types import Page
 
 logger = logging.getLogger(__name__)
@@ -47,7 +46,6 @@ _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
 _TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown", "text/csv"})
-_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.IGNORECASE | re.DOTALL)
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _CHUNK_BYTES = 64 * 1024
 
@@ -215,18 +213,11 @@ def _sniff_type(body: bytes) -> str:
 
 
 def _decode(body: bytes, charset: str | None, is_html: bool) -> str:
+    """Decode with the header's charset, else (for HTML) a ``<meta charset>``, else UTF-8."""
     if charset is None and is_html:
         match = _META_CHARSET_RE.search(body[:4096])
         charset = match.group(1).decode("ascii") if match else None
-    try:
-        return body.decode(charset or "utf-8", errors="replace")
-    except LookupError:  # an unknown charset name from the server
-        return body.decode("utf-8", errors="replace")
-
-
-def _title_of(html: str) -> str:
-    match = _TITLE_RE.search(html, 0, 200_000)
-    return " ".join(html_lib.unescape(match.group(1)).split()) if match else ""
+    return decode_bytes(body, charset)
 
 
 def _pdf_text(body: bytes) -> tuple[str, str]:
@@ -247,7 +238,7 @@ async def _to_page(
     if mime in _HTML_TYPES:
         html = _decode(body, charset, is_html=True)
         text = await asyncio.to_thread(html_to_text, html)
-        return Page(url=url, title=_title_of(html), html=html, text=text, content_type="text/html")
+        return Page(url=url, title=html_title(html), html=html, text=text, content_type="text/html")
     if mime in _PDF_TYPES:
         if truncated:
             raise PageError(f"{url}: PDF larger than fetch.max_bytes={max_bytes}; raise it to read this file.")

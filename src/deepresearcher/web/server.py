@@ -1,0 +1,353 @@
+"""The handler service: one web environment behind HTTP, shared by many trainers and evaluators.
+
+Routes (JSON in, JSON out)::
+
+    POST /v1/search  {"queries": ["q1", "q2"], "top_k": 10}          -> {"results": [QueryResult, ...]}
+    POST /v1/browse  {"question": "...", "urls": [...], "notes": [...], "queries": [...]}
+                                                                     -> {"results": [BrowseResult, ...]}
+    GET  /healthz    -> {"status": "ok", "in_flight": n, "waiting": n}
+    GET  /metrics    -> Prometheus text format
+
+Each request is a batch (many queries or URLs), answered in order. The service is stateless: the
+rollout's notes and queries travel with every browse request, so any server in ``env.server_urls``
+can answer any request and a dead one is simply skipped by the client.
+
+Errors are JSON ``{"error": {"type": ..., "message": ...}}`` with a status that tells the client what
+to do: 4xx (bad request, missing token, replay miss) will fail on any server, so it is not retried;
+502/503/500 may succeed elsewhere, so the client fails over. A query or URL that fails upstream is not
+an HTTP error at all: it comes back as a result whose ``error`` field the policy reads.
+
+The environment opens once in the app's lifespan and closes (flushing the cache) after uvicorn has let
+in-flight requests finish on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import inspect
+import logging
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from deepresearcher.config import Config
+from deepresearcher.errors import (
+    BackendError,
+    ConfigError,
+    DeepResearcherError,
+    PageError,
+    ReplayMissError,
+)
+from deepresearcher.web.interface import Environment
+from deepresearcher.web.types import BrowseResult, QueryResult
+
+logger = logging.getLogger(__name__)
+
+EnvironmentFactory = Callable[[Config], "Environment | Awaitable[Environment]"]
+
+
+class SearchRequest(BaseModel):
+    """Body of ``POST /v1/search``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queries: list[str] = Field(min_length=1, description="Queries to run, answered in order.")
+    top_k: int = Field(10, ge=1, le=50, description="Hits per query.")
+
+
+class BrowseRequest(BaseModel):
+    """Body of ``POST /v1/browse``: the question, the URLs, and what the rollout has read so far."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, description="The research question the reader reads for.")
+    urls: list[str] = Field(min_length=1, description="Pages to read, answered in order.")
+    notes: list[str] = Field(default_factory=list, description="Notes the rollout already holds.")
+    queries: list[str] = Field(default_factory=list, description="Searches the rollout made (context for the reader).")
+
+
+_SEARCH_RESULTS = TypeAdapter(list[QueryResult])
+_BROWSE_RESULTS = TypeAdapter(list[BrowseResult])
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class _HTTPProblem(Exception):
+    """An answer other than 200, with the JSON error body the client reads."""
+
+    def __init__(self, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.headers = status, kind, message, headers
+
+
+def _problem_for(exc: DeepResearcherError) -> _HTTPProblem:
+    """Map a known error to a status: 4xx when retrying elsewhere cannot help, 5xx when it can."""
+    if isinstance(exc, ReplayMissError):
+        return _HTTPProblem(409, "replay_miss", str(exc))
+    if isinstance(exc, (BackendError, PageError)):
+        return _HTTPProblem(502, "upstream", str(exc))
+    return _HTTPProblem(500, type(exc).__name__, str(exc))
+
+
+def _validation_message(err: ValidationError) -> str:
+    parts = []
+    for problem in err.errors():
+        where = ".".join(str(p) for p in problem["loc"]) or "body"
+        parts.append(f"{where}: {problem['msg']}")
+    return "; ".join(parts)
+
+
+class _Gate:
+    """Bounds requests handled at once; refuses (503) when too many already wait, so clients go elsewhere."""
+
+    def __init__(self, limit: int, max_pending: int) -> None:
+        self._sem = asyncio.Semaphore(limit)
+        self.limit, self.max_pending = limit, max_pending
+        self.in_flight = 0
+        self.waiting = 0
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        if self._sem.locked():
+            if self.waiting >= self.max_pending:
+                raise _HTTPProblem(
+                    503, "overloaded", f"{self.in_flight} requests in flight and {self.waiting} waiting; try another server.",
+                    {"Retry-After": "1"},
+                )
+            self.waiting += 1
+            try:
+                await self._sem.acquire()
+            finally:
+                self.waiting -= 1
+        else:
+            await self._sem.acquire()
+        self.in_flight += 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+            self._sem.release()
+
+
+class _CacheCollector:
+    """Exports the environment's record/replay cache counters, when it has one, at scrape time."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self._app = app
+
+    def collect(self) -> Iterator[Any]:
+        cache = getattr(getattr(self._app.state, "env", None), "cache", None)
+        stats = getattr(cache, "stats", None)
+        if stats is None:
+            return
+        hits = CounterMetricFamily("deepresearcher_cache_hits", "Cache hits (all processes sharing the file).", labels=["kind", "backend"])
+        misses = CounterMetricFamily("deepresearcher_cache_misses", "Cache misses (live calls).", labels=["kind", "backend"])
+        entries = GaugeMetricFamily("deepresearcher_cache_entries", "Records in the cache.", labels=["kind", "backend"])
+        for row in stats().rows:
+            hits.add_metric([row.kind, row.backend], row.hits)
+            misses.add_metric([row.kind, row.backend], row.misses)
+            entries.add_metric([row.kind, row.backend], row.entries)
+        yield from (hits, misses, entries)
+
+
+class _Metrics:
+    """The service's Prometheus metrics, in a registry of its own (several apps may share a process)."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("deepresearcher_handler_requests", "Requests answered.", ["route", "status"], registry=r)
+        self.latency = Histogram(
+            "deepresearcher_handler_request_seconds", "Time to answer a request.", ["route"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.errors = Counter("deepresearcher_handler_errors", "Requests answered with an error, by type.", ["route", "type"], registry=r)
+        self.items = Counter("deepresearcher_handler_items", "Queries or URLs answered.", ["route"], registry=r)
+        self.item_errors = Counter(
+            "deepresearcher_handler_item_errors", "Queries or URLs answered with an error observation.", ["route"], registry=r
+        )
+        self.in_flight = Gauge("deepresearcher_handler_in_flight", "Requests being handled now.", registry=r)
+        r.register(_CacheCollector(app))
+
+
+def _json(status: int, body: bytes, headers: dict[str, str] | None = None) -> Response:
+    return Response(content=body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _error_response(problem: _HTTPProblem) -> Response:
+    return _json(problem.status, orjson.dumps({"error": {"type": problem.kind, "message": problem.message}}), problem.headers)
+
+
+def _bearer_token(config: Config) -> bytes | None:
+    name = config.serve.auth_token_env
+    if not name:
+        return None
+    token = os.environ.get(name, "")
+    if not token:
+        raise ConfigError(
+            f"serve.auth_token_env names ${name}, but it is unset or empty; export a token there or unset serve.auth_token_env."
+        )
+    return token.encode()
+
+
+def _default_factory(config: Config) -> Environment:
+    from deepresearcher.web.environment import WebEnvironment  # heavy: indexes, readers
+
+    return WebEnvironment.from_config(config)
+
+
+def create_app(config: Config, environment_factory: EnvironmentFactory | None = None) -> FastAPI:
+    """The handler app. The environment is built by ``environment_factory(config)`` (default:
+    ``WebEnvironment.from_config``) when the app starts, and closed when it stops."""
+    factory = environment_factory or _default_factory
+    token = _bearer_token(config)
+    serve = config.serve
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        env = factory(config)
+        if inspect.isawaitable(env):
+            env = await env
+        app.state.env = env
+        app.state.gate = _Gate(serve.max_concurrency, serve.max_pending)
+        logger.info("handler environment ready: %s", type(env).__name__)
+        try:
+            yield
+        finally:
+            await env.aclose()
+            logger.info("handler environment closed")
+
+    app = FastAPI(title="deepresearcher handler", version="1", lifespan=lifespan, docs_url=None, redoc_url=None)
+    metrics = _Metrics(app)
+
+    async def handle(route: str, request: Request, run: Callable[[bytes], Awaitable[bytes]]) -> Response:
+        start = time.perf_counter()
+        problem: _HTTPProblem | None = None
+        metrics.in_flight.inc()
+        try:
+            if token is not None:
+                given = request.headers.get("authorization", "")
+                if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].encode(), token)):
+                    raise _HTTPProblem(401, "unauthorized", "Missing or wrong bearer token (Authorization: Bearer <token>).",
+                                       {"WWW-Authenticate": "Bearer"})
+            response = _json(200, await run(await request.body()))
+        except _HTTPProblem as exc:
+            problem = exc
+        except DeepResearcherError as exc:
+            logger.warning("%s failed: %s", route, exc)
+            problem = _problem_for(exc)
+        except Exception as exc:  # a bug: answer 500 (the client fails over) and keep serving
+            logger.exception("%s crashed", route)
+            problem = _HTTPProblem(500, "internal", f"{type(exc).__name__}: {exc}")
+        finally:
+            metrics.in_flight.dec()
+        if problem is not None:
+            metrics.errors.labels(route, problem.kind).inc()
+            response = _error_response(problem)
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        metrics.latency.labels(route).observe(time.perf_counter() - start)
+        return response
+
+    def parse(model: type[BaseModel], body: bytes) -> Any:
+        try:
+            return model.model_validate_json(body)
+        except ValidationError as err:
+            if any(p["type"] == "json_invalid" for p in err.errors()):
+                raise _HTTPProblem(400, "invalid_json", "The request body is not valid JSON.") from None
+            raise _HTTPProblem(422, "validation", _validation_message(err)) from None
+
+    def record_items(route: str, results: list[QueryResult] | list[BrowseResult]) -> None:
+        metrics.items.labels(route).inc(len(results))
+        failed = sum(1 for r in results if r.error)
+        if failed:
+            metrics.item_errors.labels(route).inc(failed)
+
+    async def run_search(body: bytes) -> bytes:
+        req: SearchRequest = parse(SearchRequest, body)
+        if len(req.queries) > serve.max_queries:
+            raise _HTTPProblem(422, "validation", f"queries: at most {serve.max_queries} per request (serve.max_queries); split the batch.")
+        async with app.state.gate.slot():
+            results = await app.state.env.search(req.queries, req.top_k)
+        record_items("search", results)
+        return b'{"results":' + _SEARCH_RESULTS.dump_json(results) + b"}"
+
+    async def run_browse(body: bytes) -> bytes:
+        req: BrowseRequest = parse(BrowseRequest, body)
+        if len(req.urls) > serve.max_urls:
+            raise _HTTPProblem(422, "validation", f"urls: at most {serve.max_urls} per request (serve.max_urls); split the batch.")
+        async with app.state.gate.slot():
+            results = await app.state.env.browse(req.question, req.urls, notes=req.notes, queries=req.queries)
+        record_items("browse", results)
+        return b'{"results":' + _BROWSE_RESULTS.dump_json(results) + b"}"
+
+    def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+        return {"requestBody": {"required": True, "content": {"application/json": {"schema": model.model_json_schema()}}}}
+
+    @app.post("/v1/search", openapi_extra=body_schema(SearchRequest), summary="Run a batch of search queries")
+    async def search(request: Request) -> Response:
+        return await handle("search", request, run_search)
+
+    @app.post("/v1/browse", openapi_extra=body_schema(BrowseRequest), summary="Read a batch of pages for a question")
+    async def browse(request: Request) -> Response:
+        return await handle("browse", request, run_browse)
+
+    @app.get("/healthz", summary="Liveness and load")
+    async def healthz() -> Response:
+        gate: _Gate = app.state.gate
+        return _json(200, orjson.dumps({"status": "ok", "in_flight": gate.in_flight, "waiting": gate.waiting}))
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def prometheus() -> Response:
+        data = await asyncio.to_thread(generate_latest, metrics.registry)  # the cache collector reads SQLite
+        return Response(content=data, media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Listen on ``host:port`` (port 0 picks a free one) before serving, so the real port is known up front."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        raise ConfigError(f"Cannot listen on {host}:{port} ({exc}); pick another --port or --host.") from None
+
+
+def run_server(
+    config: Config,
+    host: str | None = None,
+    port: int | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGINT/SIGTERM; then in-flight requests finish (up to ``serve.graceful_timeout_s``)
+    and the environment closes, flushing its cache. uvloop and httptools are used when installed."""
+    import uvicorn
+
+    sock = bind_socket(host or config.serve.host, config.serve.port if port is None else port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    app = create_app(config)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            loop="auto",
+            http="auto",
+            lifespan="on",
+            access_log=False,
+            log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
+            timeout_graceful_shutdown=config.serve.graceful_timeout_s,
+        )
+    )
+    url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
+    if on_listening is not None:
+        on_listening(url)
+    server.run(sockets=[sock])
