@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import heapq
 import math
 import re
 import threading
@@ -49,35 +50,33 @@ class Fault:
 
 
 class Corpus:
-    """BM25 over a few documents: enough ranking to make search results meaningful in tests."""
+    """BM25 over an inverted index of a few thousand documents: enough ranking to make results meaningful."""
 
     def __init__(self, docs: Iterable[dict[str, str]], k1: float = 1.2, b: float = 0.75) -> None:
         self.docs = [{"url": d["url"], "title": d.get("title", ""), "text": d.get("text", "")} for d in docs]
         self.k1, self.b = k1, b
-        self._tf = [Counter(_tokens(d["title"] + " " + d["text"])) for d in self.docs]
-        self._len = [sum(tf.values()) for tf in self._tf]
-        self._avg = sum(self._len) / len(self._len) if self._len else 1.0
-        df: Counter[str] = Counter()
-        for tf in self._tf:
-            df.update(tf.keys())
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = []
+        for i, doc in enumerate(self.docs):
+            tf = Counter(_tokens(doc["title"] + " " + doc["text"]))
+            lengths.append(sum(tf.values()))
+            for term, count in tf.items():
+                self._postings.setdefault(term, []).append((i, count))
+        avg = sum(lengths) / len(lengths) if lengths else 1.0
+        self._norm = [k1 * (1 - b + b * n / avg) for n in lengths]
         n = len(self.docs)
-        self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self._idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
 
     def search(self, query: str, top_k: int) -> list[tuple[dict[str, str], str]]:
         """Up to ``top_k`` ``(doc, snippet)`` pairs, best first; documents sharing no term are left out."""
         terms = set(_tokens(query))
-        scored = []
-        for i, tf in enumerate(self._tf):
-            score = 0.0
-            for t in terms:
-                f = tf.get(t, 0)
-                if f:
-                    norm = self.k1 * (1 - self.b + self.b * self._len[i] / self._avg)
-                    score += self._idf[t] * f * (self.k1 + 1) / (f + norm)
-            if score > 0:
-                scored.append((-score, i))
-        scored.sort()
-        return [(self.docs[i], _snippet(self.docs[i]["text"], terms)) for _, i in scored[:top_k]]
+        scores: dict[int, float] = {}
+        for term in terms:
+            idf = self._idf.get(term, 0.0)
+            for i, f in self._postings.get(term, ()):
+                scores[i] = scores.get(i, 0.0) + idf * f * (self.k1 + 1) / (f + self._norm[i])
+        best = heapq.nsmallest(top_k, ((-score, i) for i, score in scores.items()))
+        return [(self.docs[i], _snippet(self.docs[i]["text"], terms)) for _, i in best]
 
 
 def _tokens(text: str) -> list[str]:

@@ -85,12 +85,16 @@ class JsonHttp:
         self.forbidden_hint = forbidden_hint
         self._headers = {"Accept": "application/json", "User-Agent": "deepresearcher/0.1", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:  # never show headers: they hold the key
         return f"JsonHttp(backend={self.backend!r}, base_url={self.base_url!r})"
 
     def _open(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        # A session belongs to the loop it was made in; a backend reused under a new loop gets a new one.
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._loop = loop
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
