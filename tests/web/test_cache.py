@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import os
+import signal
 import sqlite3
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -184,6 +188,37 @@ def test_many_processes_writing_one_file_lose_nothing(tmp_path: Path) -> None:
         assert p.exitcode == 0
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 1200
+
+
+def _write_until_killed(path: str, acked: Any) -> None:
+    async def go() -> None:
+        cache = WebCache(path)
+        i = 0
+        while True:
+            await cache.put("search", "serper", f"q{i}", {}, {"i": i})
+            i += 1
+            acked.value = i  # the caller has been told: recorded
+
+    asyncio.run(go())
+
+
+def test_a_killed_process_keeps_every_record_it_acknowledged(tmp_path: Path) -> None:
+    """SIGKILL a process in the middle of recording: every put that returned is in the file."""
+    path = tmp_path / "killed.sqlite"
+    WebCache(path).close()
+    ctx = multiprocessing.get_context("fork")
+    acked = ctx.Value("i", 0)
+    proc = ctx.Process(target=_write_until_killed, args=(str(path), acked))
+    proc.start()
+    deadline = time.monotonic() + 30
+    while acked.value < 300 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10)
+    assert acked.value >= 300
+    with sqlite3.connect(path) as conn:
+        recorded = {row[0] for row in conn.execute("SELECT request FROM records")}
+    assert {json.dumps(f"q{i}") for i in range(acked.value)} <= recorded
 
 
 def test_cli_stats_export_import_prune(tmp_path: Path) -> None:
