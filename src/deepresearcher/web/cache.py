@@ -339,7 +339,10 @@ class WebCache:
         fut: asyncio.Future[None] = loop.create_future()
 
         def done(exc: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, fut, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, fut, exc)
+            except RuntimeError:  # the caller's loop closed meanwhile; the record is committed anyway
+                pass
 
         self._submit(_Write(row, done))
         await fut
