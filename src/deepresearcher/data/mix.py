@@ -109,6 +109,11 @@ def make_mix(
     weight_sum = sum(ratios.values())
     if total is None:
         total = min(math.floor(len(kept[n]) * weight_sum / r + 1e-9) for n, r in ratios.items())
+    if total <= 0:
+        raise DataError(
+            f"The mix would be empty: after deduplication the pools hold {report.available} questions "
+            f"(dropped as evaluation questions: {report.dropped_eval_overlap})."
+        )
     counts = allocate(total, ratios)
     short = {n: (c, len(kept[n])) for n, c in counts.items() if c > len(kept[n])}
     if short:

@@ -194,7 +194,8 @@ def _load_hub(bench: Benchmark, split: str, limit: int | None) -> list[QATask]:
         raise DataError(
             f"Could not load {bench.name}/{split} from the Hugging Face hub ({where}): {type(exc).__name__}: {exc}. "
             f"Without network access, download the files elsewhere, put them under a directory and point "
-            f"{DATA_DIR_ENV} at it, or pass path=... to load_benchmark."
+            f"{DATA_DIR_ENV} at it, or pass path=... to load_benchmark. Splits {bench.name} can read from local "
+            f"files: {', '.join(bench.local) or 'none'}."
         ) from None
     tasks = []
     for row, record in enumerate(rows):
@@ -240,15 +241,21 @@ def load_benchmark(
     )
 
 
-def evaluation_tasks(data_dir: str | Path | None = None) -> list[QATask]:
-    """Every locally available evaluation question (all non-training splits), for deduplicating training data."""
+def evaluation_tasks(
+    data_dir: str | Path | None = None, *, skip: set[tuple[str, str]] | frozenset[tuple[str, str]] = frozenset()
+) -> list[QATask]:
+    """Every locally available evaluation question (all non-training splits), for deduplicating training data.
+
+    ``skip`` leaves out (benchmark, split) pairs, e.g. the splits a mix deliberately trains on.
+    """
     root = local_data_dir(data_dir)
+    skip = {(get_benchmark(name).name, split) for name, split in skip}
     tasks: list[QATask] = []
     for bench in BENCHMARKS.values():
         if bench.mixed_source:  # its rows are every other benchmark's test/dev rows
             continue
         for split in bench.local:
-            if "train" in split or _local_path(bench, split, root) is None:
+            if "train" in split or (bench.name, split) in skip or _local_path(bench, split, root) is None:
                 continue
             tasks.extend(load_benchmark(bench.name, split, data_dir=root, hub=False))
     return tasks
