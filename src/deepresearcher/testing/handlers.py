@@ -73,23 +73,34 @@ class HandlerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
-    def start(self, timeout_s: float = 120.0) -> HandlerProcess:
+    def spawn(self) -> HandlerProcess:
+        """Start the process without waiting for it (start several, then :meth:`wait_ready` each)."""
         cmd = [sys.executable, "-m", "deepresearcher.cli.main", "serve", "--config", str(self.config_path), "--port", "0"]
         for override in self.overrides:
             cmd += ["--set", override]
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **(self.env or {})}
         )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # "deepresearcher handler listening on http://..."
-        if "listening on " not in line:
-            rest = self.proc.stdout.read() if self.proc.poll() is not None else ""
-            self.stop()
-            raise RuntimeError(f"handler did not start: {line}{rest}")
-        self.url = line.rsplit("listening on ", 1)[1].strip()
+        return self
+
+    def wait_ready(self, timeout_s: float = 120.0) -> HandlerProcess:
+        """Read the listening line, then wait until /healthz answers (the environment is open)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        seen = []
+        for line in self.proc.stdout:  # warnings may come first; then "deepresearcher handler listening on URL"
+            if "listening on " in line:
+                self.url = line.rsplit("listening on ", 1)[1].strip()
+                break
+            seen.append(line)
+        else:
+            self.proc.wait(10)
+            raise RuntimeError("handler did not start:\n" + "".join(seen))
         threading.Thread(target=self._drain, daemon=True).start()  # keep its pipe from filling up
         wait_healthy(self.url, timeout_s)
         return self
+
+    def start(self, timeout_s: float = 120.0) -> HandlerProcess:
+        return self.spawn().wait_ready(timeout_s)
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
