@@ -212,3 +212,22 @@ def test_every_registered_split_has_a_source() -> None:
     for bench in BENCHMARKS.values():
         assert bench.splits and all(bench.local.get(s) or s in bench.hub for s in bench.splits)
     assert isinstance(QATask(id="a", source="nq", question="q", golds=[1988]).golds[0], str)
+
+
+def test_datasets_path_reads_a_local_dataset_folder(tmp_path: Path) -> None:
+    """The hub code path (``datasets.load_dataset``) works end to end on a local FlashRAG-format folder."""
+    folder = tmp_path / "flashrag_nq"
+    folder.mkdir()
+    rows = [{"id": f"test_{i}", "question": f"Question {i}?", "golden_answers": [f"a{i}", f"b{i}"]} for i in range(5)]
+    (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = (
+        "import json\n"
+        "from deepresearcher.data import HubSplit, load_hub\n"
+        f"tasks = load_hub(HubSplit({str(folder)!r}, None, 'test'), source='nq', split='test', limit=3)\n"
+        "print(json.dumps([[t.id, t.golds] for t in tasks]))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [["nq_test_0", ["a0", "b0"]], ["nq_test_1", ["a1", "b1"]],
+                                                             ["nq_test_2", ["a2", "b2"]]]

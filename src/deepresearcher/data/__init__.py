@@ -16,6 +16,7 @@ from deepresearcher.data.registry import (
     evaluation_tasks,
     get_benchmark,
     load_benchmark,
+    load_hub,
     local_data_dir,
 )
 from deepresearcher.data.schema import Paragraph, QATask
@@ -40,6 +41,7 @@ __all__ = [
     "get_benchmark",
     "load_benchmark",
     "load_file",
+    "load_hub",
     "load_passages",
     "local_data_dir",
     "make_mix",

@@ -30,6 +30,7 @@ __all__ = [
     "evaluation_tasks",
     "get_benchmark",
     "load_benchmark",
+    "load_hub",
     "local_data_dir",
 ]
 
@@ -179,27 +180,35 @@ def _local_path(bench: Benchmark, split: str, data_dir: Path | None) -> Path | N
     return None
 
 
-def _load_hub(bench: Benchmark, split: str, limit: int | None) -> list[QATask]:
-    spec = bench.hub[split]
+def load_hub(spec: HubSplit, *, source: str, split: str, limit: int | None = None) -> list[QATask]:
+    """Tasks of one split through ``datasets.load_dataset`` (a hub id, or a local dataset folder).
+
+    ``datasets`` is imported here, so it stays optional; whatever the hub client raises (offline,
+    missing repository, gated) becomes one ``DataError`` that says how to load the data locally.
+    """
     where = f"{spec.repo}" + (f" ({spec.config})" if spec.config else "") + f" split {spec.split!r}"
     try:
         import datasets
     except ImportError:
         raise MissingDependencyError(
-            f"Loading {bench.name}/{split} from the Hugging Face hub needs `datasets`: pip install datasets"
+            f"Loading {source}/{split} from the Hugging Face hub needs `datasets`: pip install datasets"
         ) from None
     try:
         rows = datasets.load_dataset(spec.repo, spec.config, split=spec.split)
     except Exception as exc:  # the hub client raises many types (offline, 404, gated); map them at this boundary
+        local = ", ".join(BENCHMARKS[source].local) if source in BENCHMARKS else "none"
         raise DataError(
-            f"Could not load {bench.name}/{split} from the Hugging Face hub ({where}): {type(exc).__name__}: {exc}. "
+            f"Could not load {source}/{split} from the Hugging Face hub ({where}): {type(exc).__name__}: {exc}. "
             f"Without network access, download the files elsewhere, put them under a directory and point "
-            f"{DATA_DIR_ENV} at it, or pass path=... to load_benchmark. Splits {bench.name} can read from local "
-            f"files: {', '.join(bench.local) or 'none'}."
+            f"{DATA_DIR_ENV} at it, or pass path=... to load_benchmark. Splits {source} can read from local "
+            f"files: {local or 'none'}."
         ) from None
     tasks = []
     for row, record in enumerate(rows):
-        tasks.append(record_to_task(record, source=bench.name, split=split, row=row))
+        try:
+            tasks.append(record_to_task(record, source=source, split=split, row=row))
+        except ValueError as exc:
+            raise DataError(f"{where} row {row}: cannot read this record as a QA task: {exc}") from None
         if limit is not None and len(tasks) >= limit:
             break
     return tasks
@@ -232,7 +241,7 @@ def load_benchmark(
         if local is not None:
             return load_file(local, source=bench.name, split=split, only_sources=only, limit=limit)
     if hub is not False and split in bench.hub:
-        return _load_hub(bench, split, limit)
+        return load_hub(bench.hub[split], source=bench.name, split=split, limit=limit)
     wanted = " or ".join(bench.local.get(split, ())) or "(no local file for this split)"
     raise DataError(
         f"No local file for {bench.name}/{split}: looked for {wanted} under "
