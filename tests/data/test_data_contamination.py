@@ -80,3 +80,17 @@ async def test_sync_answer_fn_and_custom_correctness(tmp_path: Path) -> None:
         is_correct=lambda a, golds: a in golds,
     )
     assert [t.id for t in result.dropped] == ["q1"]
+
+
+async def test_yes_no_golds_need_an_exact_answer(tmp_path: Path) -> None:
+    """By default an answer containing a gold counts, but "no idea" does not count as the gold "no"."""
+    tasks = [
+        QATask(id="yn", source="hotpotqa", question="Same nationality?", golds=["no"]),
+        QATask(id="name", source="nq", question="Who wrote it?", golds=["Bob Dylan"]),
+    ]
+
+    async def vague(question: str) -> str:
+        return "no idea, maybe Bob Dylan"
+
+    result = await filter_contaminated(tasks, vague, tmp_path / "d.jsonl", k=3, progress=False)
+    assert [t.id for t in result.kept] == ["yn"] and [t.id for t in result.dropped] == ["name"]

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from deepresearcher.data.schema import QATask
-from deepresearcher.reward.metrics import cover_em
+from deepresearcher.reward.metrics import cover_em, exact_match, normalize_answer
 
 __all__ = ["AnswerFn", "ContaminationResult", "filter_contaminated", "read_decisions"]
 
@@ -47,7 +47,14 @@ class ContaminationResult:
 
 
 def _default_correct(answer: str, golds: Sequence[str]) -> bool:
-    return cover_em(answer, golds) == 1.0
+    """Cover-EM, except that yes/no golds need an exact match ("no idea" must not count as "no")."""
+    for gold in golds:
+        if normalize_answer(gold) in {"yes", "no"}:
+            if exact_match(answer, [gold]) == 1.0:
+                return True
+        elif cover_em(answer, [gold]) == 1.0:
+            return True
+    return False
 
 
 def _ends_torn(path: Path) -> bool:
@@ -89,7 +96,7 @@ async def filter_contaminated(
     """Ask ``answer_fn`` up to ``k`` times per task; drop the task at its first correct answer.
 
     ``is_correct`` defaults to cover-EM (the answer contains a gold alias), the lenient reading that
-    removes more known questions. A synchronous ``answer_fn`` is run in a worker thread.
+    removes more known questions; yes/no golds need an exact match. A synchronous ``answer_fn`` is run in a worker thread.
     """
     if k < 1:
         raise ValueError("k must be at least 1")

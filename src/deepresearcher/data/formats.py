@@ -98,8 +98,6 @@ def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
             data = orjson.loads(path.read_bytes())
         except orjson.JSONDecodeError as exc:
             raise DataError(f"{path}: not valid JSON ({exc}).") from None
-        if isinstance(data, dict) and isinstance(data.get("data"), list):
-            data = data["data"]
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of records, got {type(data).__name__}.")
         yield from data
