@@ -1,22 +1,31 @@
-"""Shared fixtures for agent tests: the two offline tokenizers (built once per session)."""
+"""Shared fixtures for agent tests: the two offline tokenizers, built once and kept in pytest's cache."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 
 @pytest.fixture(scope="session")
-def qwen_tokenizer(tmp_path_factory):
-    from deepresearcher.generate.embedded import load_qwen25_tokenizer
-
-    return load_qwen25_tokenizer(tmp_path_factory.mktemp("cache"))
+def tokenizer_cache(request, tmp_path_factory) -> Path:
+    """Converted tokenizers are deterministic build products; keep them across runs when pytest's cache is on."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir("deepresearcher-tokenizers")) if cache is not None else tmp_path_factory.mktemp("tok")
 
 
 @pytest.fixture(scope="session")
-def smollm2_tokenizer():
+def qwen_tokenizer(tokenizer_cache):
+    from deepresearcher.generate.embedded import load_qwen25_tokenizer
+
+    return load_qwen25_tokenizer(tokenizer_cache)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer(tokenizer_cache):
     from deepresearcher.generate.embedded import load_smollm2_tokenizer
 
-    return load_smollm2_tokenizer()
+    return load_smollm2_tokenizer(tokenizer_cache)
 
 
 @pytest.fixture(params=["qwen2.5", "smollm2"])

@@ -3,75 +3,55 @@ and the token-in/token-out contract checked on every trajectory."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from deepresearcher.agent.loop import RolloutTask, run_rollouts
 from deepresearcher.agent.template import ChatTemplate
+from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
 from deepresearcher.agent.trajectory import Trajectory, load_trajectories, save_trajectories
-from deepresearcher.config import AgentConfig
+from deepresearcher.config import AgentConfig, load_config
 from deepresearcher.generate.base import GenerationResult, SamplingParams
 from deepresearcher.generate.scripted import ScriptedGenerator
-
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "web_search",
-            "description": "Search the web.",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "array", "items": {"type": "string"}}},
-                "required": ["query"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "browse_webpage",
-            "description": "Read pages.",
-            "parameters": {
-                "type": "object",
-                "properties": {"url_list": {"type": "array", "items": {"type": "string"}}},
-                "required": ["url_list"],
-            },
-        },
-    },
-]
+from deepresearcher.web.environment import WebEnvironment
 
 
-@dataclass
-class Outcome:
-    text: str
-    error: str | None = None
-    raw: Any = None
+
+@pytest.fixture(scope="module")
+def world_config(tmp_path_factory):
+    """A tiny synthetic world, built and indexed once for this module."""
+    from deepresearcher.web.local_world import ensure_world
+
+    config = load_config(None, ["world.size=tiny", f"cache_dir={tmp_path_factory.mktemp('cache')}"])
+    ensure_world(config)
+    return config
 
 
-@dataclass
-class Context:
-    question: str
-    calls: list[str] = field(default_factory=list)
+@pytest.fixture(scope="module")
+def world_task(world_config):
+    from deepresearcher.web.local_world import ensure_world
+    from deepresearcher.world import load_tasks
+
+    return next(t for t in load_tasks(ensure_world(world_config), "test") if t.answerable and len(t.chain) == 1)
 
 
-class EchoToolBox:
-    """A tiny toolbox: answers each call with a line naming it; the query `explode` raises."""
+@pytest.fixture
+async def toolbox(world_config):
+    """The real ToolBox over the real local index and extractive reader of the tiny world."""
+    env = WebEnvironment.from_config(world_config)
+    yield ToolBox(env, world_config)
+    await env.aclose()
 
-    def __init__(self, observation_words: int = 3) -> None:
-        self.observation_words = observation_words
-        self.calls: list[tuple[str, dict]] = []
 
-    async def call(self, name: str, arguments: dict, context: Context) -> Outcome:
-        self.calls.append((name, arguments))
-        context.calls.append(name)
-        await asyncio.sleep(0)
+class ExplodingToolBox(ToolBox):
+    """The real ToolBox, except that the query `explode` raises, as a buggy tool would."""
+
+    async def call(self, name: str, arguments: Any, context: Any):
         if arguments.get("query") == ["explode"]:
             raise RuntimeError("backend exploded")
-        return Outcome(text=f"{name} result " + "word " * self.observation_words, raw={"name": name})
+        return await super().call(name, arguments, context)
 
 
 def call(name: str, arguments: dict) -> str:
@@ -106,22 +86,19 @@ class RecordingGenerator(ScriptedGenerator):
         return result
 
 
-def key_of_question(prompt: str) -> str:
-    return prompt.split("QUESTION ", 1)[1].split("<", 1)[0].strip().split()[0]
-
-
-async def rollout(tokenizer, scripts: dict[str, list[str]], cfg: AgentConfig | None = None, toolbox=None):
-    generator = RecordingGenerator(tokenizer, scripts, key_of=key_of_question)
-    toolbox = toolbox or EchoToolBox()
-    template = ChatTemplate(tokenizer, TOOLS)
-    tasks = [RolloutTask(task_id=k, question=f"QUESTION {k} what is the capital?") for k in scripts]
-    trajectories = await run_rollouts(
-        tasks, generator, toolbox, tokenizer, cfg or AgentConfig(), template=template, make_context=Context
-    )
+async def rollout(tokenizer, toolbox, scripts: dict[str, list[str]], cfg: AgentConfig | None = None,
+                  questions: dict[str, str] | None = None):
+    """Run one scripted rollout per script key, concurrently, and check the token contract of each."""
+    questions = questions or {k: f"Question {k}: what is the capital?" for k in scripts}
+    key_of = lambda prompt: next(k for k, q in questions.items() if q in prompt)  # noqa: E731
+    generator = RecordingGenerator(tokenizer, scripts, key_of=key_of)
+    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+    tasks = [RolloutTask(task_id=k, question=questions[k]) for k in scripts]
+    trajectories = await run_rollouts(tasks, generator, toolbox, tokenizer, cfg or AgentConfig(), template=template)
     generator.assert_consumed()
     for trajectory in trajectories:
         check_token_contract(trajectory, template, generator.sampled.get(trajectory.task_id, []))
-    return {t.task_id: t for t in trajectories}, toolbox
+    return {t.task_id: t for t in trajectories}
 
 
 def check_token_contract(trajectory: Trajectory, template: ChatTemplate, sampled: list[list[int]]) -> None:
@@ -146,93 +123,102 @@ def check_token_contract(trajectory: Trajectory, template: ChatTemplate, sampled
     assert template.tokenizer.decode(trajectory.all_ids) == seen
 
 
-async def test_search_browse_answer(tokenizer, tmp_path):
-    """A clean episode: two tool calls, then the answer; ends with `answer` and survives a JSONL round trip."""
-    trajectories, toolbox = await rollout(tokenizer, {"clean": [SEARCH, BROWSE, ANSWER]})
+async def test_search_browse_answer(tokenizer, toolbox, world_task, tmp_path):
+    """A clean episode on a world question: search, browse the evidence, answer; ends with `answer`."""
+    hop = world_task.chain[0]
+    scripts = {"clean": [
+        call("web_search", {"query": [hop.query]}),
+        call("browse_webpage", {"url_list": hop.evidence_urls[:1]}),
+        f"the page says it</think>\n<answer>{world_task.answers[0]}</answer>",
+    ]}
+    trajectories = await rollout(tokenizer, toolbox, scripts, questions={"clean": world_task.question})
     trajectory = trajectories["clean"]
-    assert trajectory.termination == "answer" and trajectory.answer == "Fredville"
-    assert [t.tool_call.name for t in trajectory.turns[:2]] == ["web_search", "browse_webpage"]
-    assert trajectory.turns[0].tool_call.text.startswith("web_search result")
+    assert trajectory.termination == "answer" and trajectory.answer == world_task.answers[0]
+    search, browse = (t.tool_call for t in trajectory.turns[:2])
+    assert (search.name, browse.name) == ("web_search", "browse_webpage")
+    assert hop.evidence_urls[0] in search.text and search.error is None
+    assert world_task.answers[0] in browse.text and browse.error is None
     assert trajectory.format_errors == 0
     assert [s.source for s in trajectory.segments] == ["prompt", "policy", "env", "policy", "env", "policy"]
     path = save_trajectories(tmp_path / "t.jsonl", [trajectory])
     assert load_trajectories(path)[0].all_ids == trajectory.all_ids
 
 
-async def test_every_malformed_kind_gets_an_error_observation(tokenizer):
+async def test_every_malformed_kind_gets_an_error_observation(tokenizer, toolbox):
     """Each malformed turn is counted and answered with an observation naming the problem; the episode goes on."""
-    trajectories, toolbox = await rollout(
-        tokenizer, {"malformed": [*MALFORMED.values(), ANSWER]}, AgentConfig(max_turns=20)
-    )
+    trajectories = await rollout(tokenizer, toolbox, {"malformed": [*MALFORMED.values(), ANSWER]}, AgentConfig(max_turns=20))
     trajectory = trajectories["malformed"]
     assert trajectory.termination == "answer"
     assert trajectory.format_errors == len(MALFORMED)
-    kinds = [t.format_error.split(":")[0] for t in trajectory.turns[:-1]]
-    assert kinds == list(MALFORMED)
-    assert toolbox.calls == []
+    assert [t.format_error.split(":")[0] for t in trajectory.turns[:-1]] == list(MALFORMED)
+    assert all(t.tool_call is None for t in trajectory.turns)
     assert "calculator" in trajectory.turns[2].format_error and "web_search" in trajectory.turns[2].format_error
 
 
 @pytest.mark.parametrize("kind", list(MALFORMED))
-async def test_end_on_format_error_ends_the_episode(qwen_tokenizer, kind):
+async def test_end_on_format_error_ends_the_episode(qwen_tokenizer, toolbox, kind):
     """With the paper's switch on, any malformed turn ends the episode with `format_error`."""
-    trajectories, _ = await rollout(qwen_tokenizer, {"strict": [MALFORMED[kind]]}, AgentConfig(end_on_format_error=True))
-    trajectory = trajectories["strict"]
+    cfg = AgentConfig(end_on_format_error=True)
+    trajectory = (await rollout(qwen_tokenizer, toolbox, {"strict": [MALFORMED[kind]]}, cfg))["strict"]
     assert trajectory.termination == "format_error" and trajectory.format_errors == 1
     assert [s.source for s in trajectory.segments] == ["prompt", "policy"]
 
 
-async def test_max_turns_stops_without_running_the_last_call(tokenizer):
+async def test_max_turns_stops_without_running_the_last_call(tokenizer, toolbox):
     """After max_turns turns without an answer the episode ends; the last turn's tool call is not run."""
-    trajectories, toolbox = await rollout(tokenizer, {"loop": [SEARCH, SEARCH]}, AgentConfig(max_turns=2))
-    trajectory = trajectories["loop"]
+    trajectory = (await rollout(tokenizer, toolbox, {"loop": [SEARCH, SEARCH]}, AgentConfig(max_turns=2)))["loop"]
     assert trajectory.termination == "max_turns" and trajectory.answer is None
-    assert len(toolbox.calls) == 1 and len(trajectory.turns) == 2
+    assert len(trajectory.turns) == 2
+    assert trajectory.turns[0].tool_call.text and not trajectory.turns[1].tool_call.text
 
 
-async def test_observation_that_would_overflow_ends_cleanly(tokenizer):
+async def test_observation_that_would_overflow_ends_cleanly(tokenizer, toolbox):
     """An observation that would not fit the context budget ends the episode instead of being cut."""
-    cfg = AgentConfig(context_budget=1200, min_turn_tokens=32)
-    trajectories, _ = await rollout(tokenizer, {"big": [SEARCH]}, cfg, EchoToolBox(observation_words=2000))
-    trajectory = trajectories["big"]
+    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+    prompt_len = len(template.encode(template.prompt_text("Question big: what is the capital?")))
+    cfg = AgentConfig(context_budget=prompt_len + 150, min_turn_tokens=32)
+    trajectory = (await rollout(tokenizer, toolbox, {"big": [SEARCH]}, cfg))["big"]
     assert trajectory.termination == "context_budget"
+    assert len(template.encode(trajectory.turns[0].tool_call.text)) > 150
     assert len(trajectory.all_ids) <= cfg.context_budget
     assert trajectory.segments[-1].source == "policy"
 
 
-async def test_prompt_longer_than_budget_ends_before_generating(tokenizer):
+async def test_prompt_longer_than_budget_ends_before_generating(tokenizer, toolbox):
     """If the prompt alone leaves no room for a turn, nothing is generated."""
-    trajectories, _ = await rollout(tokenizer, {"tiny": []}, AgentConfig(context_budget=64))
-    assert trajectories["tiny"].termination == "context_budget"
-    assert trajectories["tiny"].turns == []
+    trajectory = (await rollout(tokenizer, toolbox, {"tiny": []}, AgentConfig(context_budget=64)))["tiny"]
+    assert trajectory.termination == "context_budget" and trajectory.turns == []
 
 
-async def test_turn_cut_by_the_budget_ends_with_context_budget(qwen_tokenizer):
+async def test_turn_cut_by_the_budget_ends_with_context_budget(qwen_tokenizer, toolbox):
     """A turn that runs into the budget (not the per-turn limit) ends the episode with `context_budget`."""
-    template = ChatTemplate(qwen_tokenizer, TOOLS)
-    prompt_len = len(template.encode(template.prompt_text("QUESTION cut what is the capital?")))
+    template = ChatTemplate(qwen_tokenizer, TOOL_SCHEMAS)
+    prompt_len = len(template.encode(template.prompt_text("Question cut: what is the capital?")))
     cfg = AgentConfig(context_budget=prompt_len + 40, min_turn_tokens=8)
-    trajectories, _ = await rollout(qwen_tokenizer, {"cut": ["word " * 200]}, cfg)
-    trajectory = trajectories["cut"]
+    trajectory = (await rollout(qwen_tokenizer, toolbox, {"cut": ["word " * 200]}, cfg))["cut"]
     assert trajectory.termination == "context_budget"
     assert trajectory.turns[0].finish_reason == "length"
     assert len(trajectory.all_ids) == cfg.context_budget
 
 
-async def test_failing_tool_becomes_an_observation(tokenizer):
-    """A toolbox exception is shown to the model as an error and the episode continues to its answer."""
-    explode = call("web_search", {"query": ["explode"]})
-    trajectories, _ = await rollout(tokenizer, {"boom": [explode, ANSWER]})
-    trajectory = trajectories["boom"]
-    assert trajectory.termination == "answer"
-    assert "backend exploded" in trajectory.turns[0].tool_call.error
-    assert "backend exploded" in trajectory.turns[0].tool_call.text
+async def test_tool_errors_and_tool_crashes_become_observations(tokenizer, world_config):
+    """Arguments the tool refuses, and a tool that raises, both reach the model as errors; the episode goes on."""
+    env = WebEnvironment.from_config(world_config)
+    try:
+        scripts = {"boom": [call("web_search", {"query": ["explode"]}), call("web_search", {"query": [" "]}), ANSWER]}
+        trajectory = (await rollout(tokenizer, ExplodingToolBox(env, world_config), scripts))["boom"]
+    finally:
+        await env.aclose()
+    assert trajectory.termination == "answer" and trajectory.format_errors == 0
+    crash, refused = (t.tool_call for t in trajectory.turns[:2])
+    assert "backend exploded" in crash.error and "backend exploded" in crash.text
+    assert "empty" in refused.error and "empty" in refused.text
 
 
-async def test_concurrent_rollouts_follow_their_own_scripts(qwen_tokenizer):
+async def test_concurrent_rollouts_follow_their_own_scripts(qwen_tokenizer, toolbox):
     """Many rollouts at once each keep their own tokens and end with their own reason."""
     scripts = {f"r{i}": [SEARCH, ANSWER] if i % 2 else [SEARCH, SEARCH] for i in range(8)}
-    trajectories, toolbox = await rollout(qwen_tokenizer, scripts, AgentConfig(max_turns=2))
+    trajectories = await rollout(qwen_tokenizer, toolbox, scripts, AgentConfig(max_turns=2))
     assert {k: t.termination for k, t in trajectories.items()} == {
         k: "answer" if int(k[1:]) % 2 else "max_turns" for k in scripts
     }

