@@ -515,7 +515,10 @@ class WebCache:
     # ------------------------------------------------------------------ maintenance
 
     def stats(self) -> CacheStats:
-        """Entries, hits, misses, calls and money saved per (kind, backend), read from the file."""
+        """Entries, hits, misses, calls and money saved per (kind, backend), read from the file.
+
+        Blocks while pending writes commit; from async code call it through ``asyncio.to_thread``.
+        """
         if self.mode == "off" and not self.path.exists():
             return CacheStats(str(self.path), 0)
         self.flush()
