@@ -1,10 +1,12 @@
-"""``deepresearcher data show|mix``: look at benchmarks and build training mixes.
+"""``deepresearcher data show|mix|contaminate``: look at benchmarks, build training mixes, filter them.
 
 examples:
     deepresearcher data show hotpotqa --split distractor_dev
     deepresearcher data show deepresearcher --split dev
     deepresearcher data mix --out data/train.parquet --total 8000
     deepresearcher data mix --out mix.parquet --ratio nq:open_dev=1 --ratio hotpotqa:full_dev=3 --total 400
+    deepresearcher data contaminate nq --split open_dev --decisions runs/nq-contamination.jsonl --k 10 \
+        --kind openai --base-url http://gpu:8000/v1 --model Qwen2.5-7B-Instruct --kept nq-clean.parquet
 
 Local files are read from --data-dir or $DEEPRESEARCHER_DATA_DIR; splits without a local file come
 from the Hugging Face hub when it is reachable.
@@ -109,5 +111,53 @@ def register(app: typer.Typer) -> None:
                           str(report.available[name]), str(report.dropped_eval_overlap[name]),
                           str(report.dropped_duplicates[name]))
         console.print(table)
+
+    @data_app.command("contaminate")
+    def contaminate(
+        name: str = typer.Argument(..., help="Benchmark whose questions are checked (e.g. nq)."),
+        decisions: Path = typer.Option(..., "--decisions", help="JSONL of decisions; a rerun resumes from it."),
+        split: str = typer.Option("train", help="Split to check."),
+        path: Path | None = typer.Option(None, help="Read this file instead of the registered one."),
+        limit: int | None = typer.Option(None, help="Check at most this many questions."),
+        k: int = typer.Option(10, min=1, help="Samples per question (the paper: 10)."),
+        kept: Path | None = typer.Option(None, help="Write the questions that survive here (verl parquet)."),
+        kind: str = typer.Option("embedded", help="Base model client: embedded, local or openai."),
+        model: str = typer.Option("", help="`openai`: served model name; `local`: model directory."),
+        base_url: str = typer.Option("http://127.0.0.1:8000/v1", help="`openai`: the server's /v1 root."),
+        temperature: float = typer.Option(1.0, help="Sampling temperature of the k samples."),
+        max_tokens: int = typer.Option(32, help="Tokens per closed-book answer."),
+        concurrency: int = typer.Option(8, min=1, help="Questions in flight at once."),
+        data_dir: Path | None = DataDirOption,
+    ) -> None:
+        """Drop questions the base model answers correctly without search in k samples (resumable)."""
+        import asyncio
+
+        from deepresearcher.config import LLMClientConfig
+        from deepresearcher.data import chat_answer_fn, filter_contaminated, load_benchmark, write_verl_parquet
+        from deepresearcher.llm.factory import make_chat_client
+
+        if kind not in {"embedded", "local", "openai"}:
+            raise ConfigError(f"--kind {kind!r} is not one of embedded, local, openai.")
+        tasks = load_benchmark(name, split, path=path, limit=limit, data_dir=data_dir)
+        client_config = LLMClientConfig(kind=kind, model=model, base_url=base_url, concurrency=concurrency,
+                                        temperature=temperature, max_new_tokens=max_tokens)
+
+        async def run():
+            client = make_chat_client(client_config)
+            try:
+                answer = chat_answer_fn(client, temperature=temperature, max_tokens=max_tokens)
+                return await filter_contaminated(tasks, answer, decisions, k=k, concurrency=concurrency)
+            finally:
+                await client.aclose()
+
+        result = asyncio.run(run())
+        if kept is not None:
+            write_verl_parquet(result.kept, kept)
+        console.print(
+            f"{len(tasks)} questions: kept {len(result.kept)}, dropped {len(result.dropped)} "
+            f"({result.resumed} decided by an earlier run); decisions in {decisions}"
+            + (f", kept questions in {kept}" if kept else ""),
+            highlight=False,
+        )
 
     app.add_typer(data_app, name="data")

@@ -4,7 +4,12 @@ Every benchmark arrives as ``QATask`` (id, source, question, golds, context, met
 file format; ``load_benchmark("hotpotqa", "test")`` is the usual entry point.
 """
 
-from deepresearcher.data.contamination import ContaminationResult, filter_contaminated, read_decisions
+from deepresearcher.data.contamination import (
+    ContaminationResult,
+    chat_answer_fn,
+    filter_contaminated,
+    read_decisions,
+)
 from deepresearcher.data.corpus import corpus_from_tasks, load_passages
 from deepresearcher.data.formats import ANSWER_SPLIT, canonical_source, load_file, read_records, record_to_task
 from deepresearcher.data.mix import PAPER_RATIOS, MixReport, allocate, make_mix, question_key
@@ -35,6 +40,7 @@ __all__ = [
     "QATask",
     "allocate",
     "canonical_source",
+    "chat_answer_fn",
     "corpus_from_tasks",
     "evaluation_tasks",
     "filter_contaminated",

@@ -21,19 +21,57 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from deepresearcher.data.schema import QATask
+from deepresearcher.reward.format import extract_answer
 from deepresearcher.reward.metrics import cover_em, exact_match, normalize_answer
 
-__all__ = ["AnswerFn", "ContaminationResult", "filter_contaminated", "read_decisions"]
+__all__ = [
+    "CLOSED_BOOK_PROMPT",
+    "AnswerFn",
+    "ContaminationResult",
+    "chat_answer_fn",
+    "filter_contaminated",
+    "read_decisions",
+]
+
+if TYPE_CHECKING:
+    from deepresearcher.llm.base import ChatClient
 
 logger = logging.getLogger(__name__)
 
 AnswerFn = Callable[[str], Awaitable[str]]
 """Answers one question without tools; called k times per question (sample, don't decode greedily)."""
+
+
+CLOSED_BOOK_PROMPT = (
+    "Answer the question from your own knowledge, without searching. Reply with the answer only, "
+    "a few words, no explanation.\n\nQuestion: {question}"
+)
+"""The closed-book question put to the base policy (``{question}`` is filled in)."""
+
+
+def chat_answer_fn(
+    client: ChatClient, *, temperature: float = 1.0, max_tokens: int = 32, prompt: str = CLOSED_BOOK_PROMPT
+) -> AnswerFn:
+    """An ``answer_fn`` over any chat client (OpenAI-compatible server, local or embedded model).
+
+    Sampling defaults to temperature 1.0, as k samples of a greedy decoder would all be the same.
+    A reply in the agent's ``<answer>…</answer>`` format is unwrapped.
+    """
+
+    async def answer(question: str) -> str:
+        reply = await client.chat(
+            [{"role": "user", "content": prompt.format(question=question)}],
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+        return extract_answer(reply.text) or reply.text.strip()
+
+    return answer
 
 
 @dataclass
