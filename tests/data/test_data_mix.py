@@ -59,7 +59,10 @@ def test_mix_drops_eval_overlap_and_duplicates() -> None:
     nq.append(QATask(id="nq_dup", source="nq", question="what is NQ fact number 3", golds=["x"]))
     tq = _pool("tq", 10)
     tq.append(QATask(id="tq_dup", source="tq", question="What is nq fact number 4?!", golds=["x"]))
-    evaluation = [QATask(id="e1", source="nq", question="What is the nq fact number 0?", golds=["a"]), "What is tq fact number 9"]
+    evaluation = [
+        QATask(id="e1", source="nq", question="What is the nq fact number 0?", golds=["a"]),
+        "What is tq fact number 9",
+    ]
     mix, report = make_mix({"nq": nq, "tq": tq}, {"nq": 1, "tq": 1}, exclude=evaluation, seed=3)
     questions = {t.question for t in mix}
     assert "What is nq fact number 0?" not in questions and "What is tq fact number 9?" not in questions

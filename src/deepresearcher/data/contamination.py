@@ -134,7 +134,8 @@ async def filter_contaminated(
     """Ask ``answer_fn`` up to ``k`` times per task; drop the task at its first correct answer.
 
     ``is_correct`` defaults to cover-EM (the answer contains a gold alias), the lenient reading that
-    removes more known questions; yes/no golds need an exact match. A synchronous ``answer_fn`` is run in a worker thread.
+    removes more known questions; yes/no golds need an exact match. A synchronous ``answer_fn`` runs
+    in a worker thread.
     """
     if k < 1:
         raise ValueError("k must be at least 1")
@@ -145,9 +146,7 @@ async def filter_contaminated(
     todo = list({t.id: t for t in tasks if t.id not in decisions}.values())
     semaphore = asyncio.Semaphore(concurrency)
 
-    is_async = inspect.iscoroutinefunction(answer_fn) or inspect.iscoroutinefunction(
-        getattr(answer_fn, "__call__", None)
-    )
+    is_async = inspect.iscoroutinefunction(answer_fn) or inspect.iscoroutinefunction(type(answer_fn).__call__)
 
     async def ask(question: str) -> str:
         if is_async:

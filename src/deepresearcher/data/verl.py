@@ -30,7 +30,7 @@ ABILITY = "search & question answering"
 def to_verl_row(task: QATask) -> dict[str, Any]:
     """One task as a verl row; aliases containing the separator would split wrongly, so they are refused."""
     if any(ANSWER_SPLIT in g for g in task.golds):
-        raise DataError(f"task {task.id}: a gold answer contains {ANSWER_SPLIT!r}; it cannot be written to verl format.")
+        raise DataError(f"task {task.id}: a gold answer contains {ANSWER_SPLIT!r}; verl format cannot hold it.")
     return {
         "data_source": task.source,
         "prompt": [{"content": task.question, "role": "user"}],
