@@ -14,7 +14,7 @@ from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
 from deepresearcher.agent.trajectory import Trajectory, load_trajectories, save_trajectories
 from deepresearcher.config import AgentConfig, load_config
 from deepresearcher.generate.base import GenerationResult, SamplingParams
-from deepresearcher.generate.scripted import ScriptedGenerator
+from deepresearcher.generate.scripted import ScriptedGenerator, key_by_text
 from deepresearcher.web.environment import WebEnvironment
 
 
@@ -75,13 +75,14 @@ MALFORMED = {
 class RecordingGenerator(ScriptedGenerator):
     """Scripted replies, remembering what it returned so tests can compare with the trajectory."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, tokenizer: Any, scripts: dict[str, list[str]], key_of: Any) -> None:
+        super().__init__(tokenizer, scripts, key_of=key_of)
+        self.key_of = key_of
         self.sampled: dict[str, list[list[int]]] = {}
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         result = await super().generate(prompt_ids, params)
-        key = self._key_of(self._tokenizer.decode(prompt_ids)) if self._key_of else ""
+        key = self.key_of(prompt_ids)
         self.sampled.setdefault(key, []).append(list(result.token_ids))
         return result
 
@@ -90,8 +91,7 @@ async def rollout(tokenizer, toolbox, scripts: dict[str, list[str]], cfg: AgentC
                   questions: dict[str, str] | None = None):
     """Run one scripted rollout per script key, concurrently, and check the token contract of each."""
     questions = questions or {k: f"Question {k}: what is the capital?" for k in scripts}
-    key_of = lambda prompt: next(k for k, q in questions.items() if q in prompt)  # noqa: E731
-    generator = RecordingGenerator(tokenizer, scripts, key_of=key_of)
+    generator = RecordingGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, questions))
     template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
     tasks = [RolloutTask(task_id=k, question=questions[k]) for k in scripts]
     trajectories = await run_rollouts(tasks, generator, toolbox, tokenizer, cfg or AgentConfig(), template=template)

@@ -32,6 +32,8 @@ def test_prompt_is_the_templates_own_rendering_plus_think(tokenizer):
     assert text.endswith(THINK_OPEN)
     assert "Today is 2025-04-03" in text and '"web_search"' in text and "Who wrote Hamlet?" in text
     assert tokenizer.decode(template.encode(text)) == text
+    assert template.prompt_ids("Who wrote Hamlet?") == template.encode(text)
+    assert template._prompt_head_ids, "the shared system part should be tokenized once"
 
 
 def test_observation_delta_matches_full_render(tokenizer):

@@ -94,7 +94,7 @@ class _Rollout:
     task: RolloutTask
     trajectory: Trajectory
     context: Any
-    length: int = 0
+    ids: list[int] = field(default_factory=list)
     last_sampled: list[int] = field(default_factory=list)
     pending: ParsedTurn | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -166,18 +166,18 @@ class RolloutEngine:
 
     def _append(self, rollout: _Rollout, segment: Segment) -> None:
         rollout.trajectory.segments.append(segment)
-        rollout.length += len(segment.token_ids)
+        rollout.ids.extend(segment.token_ids)
 
     async def _handle_pending(self, rollout: _Rollout) -> AgentState:
-        ids = self.template.encode(self.template.prompt_text(rollout.task.question))
+        ids = self.template.prompt_ids(rollout.task.question)
         self._append(rollout, Segment(source="prompt", token_ids=ids))
-        if rollout.length + self.config.min_turn_tokens > self.config.context_budget:
+        if len(rollout.ids) + self.config.min_turn_tokens > self.config.context_budget:
             return self._terminate(rollout, "context_budget")
         return AgentState.GENERATING
 
     async def _handle_generating(self, rollout: _Rollout) -> AgentState:
         cfg = self.config
-        room = cfg.context_budget - rollout.length
+        room = cfg.context_budget - len(rollout.ids)
         if room < cfg.min_turn_tokens:
             return self._terminate(rollout, "context_budget")
         budget_bound = room < cfg.max_tokens_per_turn
@@ -189,7 +189,7 @@ class RolloutEngine:
         )
         start = time.perf_counter()
         async with self._generation_slots:
-            result = await self.generator.generate(rollout.trajectory.all_ids, params)
+            result = await self.generator.generate(list(rollout.ids), params)
         seconds = time.perf_counter() - start
         self._append(rollout, Segment(source="policy", token_ids=list(result.token_ids), logprobs=result.logprobs))
         rollout.last_sampled = list(result.token_ids)
@@ -240,7 +240,7 @@ class RolloutEngine:
             observation = f"Error: {parsed.error if parsed else 'malformed turn'}"
         ids = self.template.encode(self.template.observation_text(observation, rollout.last_sampled))
         self._emit("tool", rollout, turn)
-        if rollout.length + len(ids) + self.config.min_turn_tokens > self.config.context_budget:
+        if len(rollout.ids) + len(ids) + self.config.min_turn_tokens > self.config.context_budget:
             return self._terminate(rollout, "context_budget")
         self._append(rollout, Segment(source="env", token_ids=ids))
         return AgentState.GENERATING

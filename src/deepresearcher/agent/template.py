@@ -40,10 +40,14 @@ class ChatTemplate:
             )
         self.tokenizer = tokenizer
         self.tools = tools
+        self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self.supports_tools = "tools" in (template if isinstance(template, str) else str(template))
         system = system_prompt(today)
         self.system = system if self.supports_tools else system + tools_section(tools)
         self._close_text, self._observation_head, self._observation_tail = self._find_tool_turn()
+        self._prompt_split: tuple[str, str] | None = None
+        self._prompt_split = self._split_prompt()
+        self._prompt_head, self._prompt_head_ids = self._find_prompt_head()
 
     def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str:
         try:
@@ -83,14 +87,58 @@ class ChatTemplate:
         head, tail = with_tool[len(without) :].split(marker)
         return close, head, tail + THINK_OPEN
 
+    def _split_prompt(self) -> tuple[str, str] | None:
+        """The prompt around the question, rendered once, if the template inserts the question verbatim."""
+        marker = "@@DR_QUESTION@@"
+        text = self._render_prompt(marker)
+        if text.count(marker) != 1:
+            return None
+        head, tail = text.split(marker)
+        probe = "Who founded Example Corp in 1999? (a probe)"
+        return (head, tail) if self._render_prompt(probe) == head + probe + tail else None
+
+    def _find_prompt_head(self) -> tuple[str, list[int] | None]:
+        """The part of every prompt before the question, up to its last special token, tokenized once.
+
+        Tokenizers never merge across an added special token (``<|im_start|>``), so the head's ids plus the
+        rest's ids are the ids of the whole; this is checked once here, else every prompt is encoded whole.
+        """
+        marker = "@@DR_QUESTION@@"
+        text = self.prompt_text(marker)
+        before = text[: text.index(marker)]
+        specials = [t for t in getattr(self.tokenizer, "all_special_tokens", []) if t and t in before]
+        cut = max((before.rindex(t) for t in specials), default=0)
+        head = before[:cut]
+        if not head:
+            return "", None
+        ids = self.encode(head)
+        if ids + self.encode(text[cut:]) != self.encode(text):
+            return "", None
+        return head, ids
+
+    def prompt_ids(self, question: str) -> list[int]:
+        """Ids of ``prompt_text(question)``; the shared system part is tokenized once per template."""
+        text = self.prompt_text(question)
+        if self._prompt_head_ids is not None and text.startswith(self._prompt_head):
+            return self._prompt_head_ids + self.encode(text[len(self._prompt_head) :])
+        return self.encode(text)
+
     def encode(self, text: str) -> list[int]:
         """Tokenize text as-is: special tokens in it (``<|im_end|>``) become their ids, nothing is added."""
+        if self._backend is not None:  # the Rust tokenizer directly: same ids, a fraction of the wrapper's cost
+            return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _render_prompt(self, question: str) -> str:
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user_prompt(question)}]
+        return self._render(messages, add_generation_prompt=True) + THINK_OPEN
 
     def prompt_text(self, question: str) -> str:
         """System and user turn, then the assistant's opening and ``<think>``."""
-        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user_prompt(question)}]
-        return self._render(messages, add_generation_prompt=True) + THINK_OPEN
+        question = user_prompt(question)
+        if self._prompt_split is not None:
+            return self._prompt_split[0] + question + self._prompt_split[1]
+        return self._render_prompt(question)
 
     def observation_text(self, observation: str, sampled_ids: list[int]) -> str:
         """Text appended after a sampled turn: the rest of the assistant close, the tool turn, the next opening."""

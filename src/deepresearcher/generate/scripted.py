@@ -1,8 +1,8 @@
 """A generator that replays fixed replies: the test double for the agent loop and the rollout benchmark.
 
 Each reply is tokenized once and returned as if sampled (logprob 0.0 each). Replies are consumed in
-order, per script key (by default one shared script; ``by_prompt`` picks a script from text in the
-prompt so concurrent rollouts each follow their own). ``assert_consumed`` fails loudly when a test
+order, per script key (by default one shared script; ``key_of(prompt_ids)`` picks the script, so
+concurrent rollouts each follow their own; ``key_by_text`` builds one from text in the prompt). ``assert_consumed`` fails loudly when a test
 did not drive the loop through every reply it planned.
 """
 
@@ -20,6 +20,11 @@ class ScriptExhaustedError(AssertionError):
     """The loop asked for more turns than the script has."""
 
 
+def key_by_text(tokenizer: Any, texts: dict[str, str]) -> Callable[[list[int]], str]:
+    """A ``key_of`` that picks the script whose text (e.g. the question) appears in the decoded prompt."""
+    return lambda ids: next(k for k, t in texts.items() if t in tokenizer.decode(ids))
+
+
 class ScriptedGenerator:
     """Returns the next scripted reply for each request, truncated at ``max_tokens`` like a real model."""
 
@@ -30,11 +35,11 @@ class ScriptedGenerator:
         tokenizer: Any,
         replies: Sequence[str] | dict[str, Sequence[str]],
         *,
-        key_of: Callable[[str], str] | None = None,
+        key_of: Callable[[list[int]], str] | None = None,
         latency: float = 0.0,
         eos: bool = True,
     ) -> None:
-        """``replies``: one list, or scripts by key where ``key_of(prompt_text)`` names the script to use.
+        """``replies``: one list, or scripts by key where ``key_of(prompt_ids)`` names the script to use.
 
         ``eos``: a reply that does not end on a stop string ends with the tokenizer's EOS token, as a chat model does.
         """
@@ -55,7 +60,7 @@ class ScriptedGenerator:
         self.calls += 1
         key = ""
         if self._key_of is not None:
-            key = self._key_of(self._tokenizer.decode(prompt_ids))
+            key = self._key_of(prompt_ids)
         script = self._scripts.get(key)
         if not script:
             raise ScriptExhaustedError(f"No scripted reply left for script {key!r} (call {self.calls}).")
