@@ -309,7 +309,8 @@ class AgentConfig(Section):
     policy: str = Field(
         "smollm2",
         description="Which policy generates: `smollm2` (embedded SmolLM2-135M-Instruct on CPU), a local model "
-        "directory, `vllm:` + a vLLM server URL, or `openai:` + an OpenAI-compatible URL (eval only, no token ids).",
+        "directory, `vllm:` + a vLLM server URL (`http://host:8000/v1`) or a model path for vLLM in process, or "
+        "`openai:` + an OpenAI-compatible URL (eval only, no token ids).",
     )
     policy_model: str | None = Field(
         None, description="Model name sent to a vLLM/OpenAI server; default: the server's first model."
@@ -318,6 +319,13 @@ class AgentConfig(Section):
         None,
         description="Tokenizer of a server-side policy: a local directory or `qwen2.5` (the offline Qwen2.5 "
         "vocabulary). Default: the policy's own.",
+    )
+    policy_api_key_env: str | None = Field(
+        None, description="`openai:`/`vllm:` servers: environment variable holding the API key (never the key)."
+    )
+    max_batch_size: int = Field(16, ge=1, description="Local policies: requests decoded together in one batch.")
+    batch_wait_ms: float = Field(
+        5.0, ge=0, description="Local policies: how long a batch waits for more requests before decoding."
     )
 
 
