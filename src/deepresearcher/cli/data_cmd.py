@@ -46,7 +46,10 @@ def parse_ratio(spec: str, default_split: str) -> tuple[str, str, float]:
 
 def register(app: typer.Typer) -> None:
     """Add the ``data`` command group."""
-    data_app = typer.Typer(help="Benchmarks: inspect them and build training mixes.", no_args_is_help=True)
+    data_app = typer.Typer(
+        help="Benchmarks: inspect them, build training mixes, drop questions the base model already knows.",
+        no_args_is_help=True,
+    )
 
     @data_app.command("show")
     def show(

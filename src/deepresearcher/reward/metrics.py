@@ -41,6 +41,7 @@ __all__ = [
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCT = frozenset(string.punctuation)
+_DROP_ASCII_PUNCT = str.maketrans("", "", string.punctuation)
 _YES_NO = frozenset({"yes", "no", "noanswer"})
 
 
@@ -67,10 +68,18 @@ def normalize_answer(text: str) -> str:
     >>> normalize_answer("Türkiye’s")
     'turkiyes'
     """
-    text = _fold_unicode(text).lower()
-    text = "".join(ch for ch in text if not _is_punct(ch))
+    text = _fold_unicode(text).lower().translate(_DROP_ASCII_PUNCT)
+    if not text.isascii():
+        text = "".join(ch for ch in text if not _is_punct(ch))
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
+
+
+@lru_cache(maxsize=65536)
+def _bag(normalized: str) -> tuple[Counter[str], int]:
+    """Token counts of a normalized string (cached: golds recur across a group's rollouts)."""
+    tokens = normalized.split()
+    return Counter(tokens), len(tokens)
 
 
 def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
@@ -84,12 +93,16 @@ def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
     pred_norm, gold_norm = normalize_answer(prediction), normalize_answer(gold)
     if (pred_norm in _YES_NO or gold_norm in _YES_NO) and pred_norm != gold_norm:
         return 0.0, 0.0, 0.0
-    pred_tokens, gold_tokens = pred_norm.split(), gold_norm.split()
-    num_same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    pred_bag, pred_len = _bag(pred_norm)
+    gold_bag, gold_len = _bag(gold_norm)
+    if pred_len > gold_len:  # walk the smaller bag
+        num_same = sum(min(n, pred_bag[t]) for t, n in gold_bag.items() if t in pred_bag)
+    else:
+        num_same = sum(min(n, gold_bag[t]) for t, n in pred_bag.items() if t in gold_bag)
     if num_same == 0:
         return 0.0, 0.0, 0.0
-    precision = num_same / len(pred_tokens)
-    recall = num_same / len(gold_tokens)
+    precision = num_same / pred_len
+    recall = num_same / gold_len
     return 2 * precision * recall / (precision + recall), precision, recall
 
 
