@@ -261,8 +261,13 @@ async def run_rollouts(
     """Run one episode per task, all concurrently; trajectories come back in task order.
 
     If one rollout raises (a generator failure), the others are cancelled and the error propagates.
+    A generator with a ``max_context`` (a local model's window) lowers ``cfg.context_budget`` to it.
     """
     template = template or ChatTemplate(tokenizer, list(tools) if tools is not None else _default_tools())
+    max_context = getattr(generator, "max_context", None)
+    if max_context and cfg.context_budget > max_context:  # the model's window bounds the budget
+        logger.info("context budget %d lowered to the policy's window %d", cfg.context_budget, max_context)
+        cfg = cfg.model_copy(update={"context_budget": max_context})
     engine = RolloutEngine(generator, toolbox, template, cfg, on_event=on_event, make_context=make_context)
     jobs = [asyncio.ensure_future(engine.run(task)) for task in tasks]
     try:

@@ -1,0 +1,121 @@
+"""vLLM policies: a vLLM OpenAI-compatible server that returns token ids, or vLLM's AsyncLLM in process.
+
+Both send the prompt as token ids and get back the sampled ids and their logprobs, so trajectories stay
+token-exact. vLLM is an optional extra, imported only when one of these is built.
+
+Server mode uses ``/v1/completions`` with a token-id prompt and ``return_tokens_as_token_ids`` (vLLM
+then writes each logprob entry as ``token_id:<id>``), ``logprobs=0`` and ``include_stop_str_in_output``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from deepresearcher.errors import GenerationError, MissingDependencyError
+from deepresearcher.generate._http import JsonClient
+from deepresearcher.generate.base import GenerationResult, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+VLLM_EXTRA = "pip install vllm  (on a CUDA machine; it brings its own torch)"
+
+
+def _finish(reason: str | None, stop_reason: Any) -> tuple[str, str | None]:
+    if reason == "length":
+        return "length", None
+    return "stop", stop_reason if isinstance(stop_reason, str) else "eos"
+
+
+def _token_ids_from_logprobs(tokens: list[str]) -> list[int]:
+    try:
+        return [int(t.split(":", 1)[1]) for t in tokens]
+    except (IndexError, ValueError) as exc:
+        raise GenerationError(
+            "The server did not return token ids (expected `token_id:<id>` tokens); it must be vLLM with "
+            "`return_tokens_as_token_ids` support (vLLM >= 0.6)."
+        ) from exc
+
+
+class VLLMServerGenerator:
+    """A vLLM OpenAI-compatible server; token ids in, token ids and logprobs out."""
+
+    exact_tokens = True
+
+    def __init__(self, base_url: str, model: str | None = None, *, api_key_env: str | None = None,
+                 timeout_s: float = 600.0) -> None:
+        self.model = model
+        self._http = JsonClient(base_url, api_key_env=api_key_env, timeout_s=timeout_s)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        payload = {
+            "model": self.model or await self._resolve_model(),
+            "prompt": prompt_ids,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "stop": params.stop or None,
+            "include_stop_str_in_output": True,
+            "skip_special_tokens": False,
+            "logprobs": 0,
+            "return_tokens_as_token_ids": True,
+            "seed": params.seed,
+        }
+        body = await self._http.request("POST", "/completions", payload)
+        try:
+            choice = body["choices"][0]
+            logprobs = choice["logprobs"]
+            ids = _token_ids_from_logprobs(logprobs["tokens"])
+            values = [float(v if v is not None else 0.0) for v in logprobs["token_logprobs"]]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise GenerationError(f"Server {self._http.base_url} answered an unexpected body: {str(body)[:300]}") from exc
+        finish, stop = _finish(choice.get("finish_reason"), choice.get("stop_reason"))
+        return GenerationResult(token_ids=ids, logprobs=values, finish_reason=finish, stop_reason=stop,
+                                text=choice.get("text"))
+
+    async def _resolve_model(self) -> str:
+        self.model = await self._http.first_model()
+        return self.model
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class VLLMEngineGenerator:
+    """vLLM's AsyncLLM in this process (one GPU node); continuous batching across rollouts."""
+
+    exact_tokens = True
+
+    def __init__(self, model: str, **engine_kwargs: Any) -> None:
+        try:
+            from vllm import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError as exc:
+            raise MissingDependencyError(f"The vLLM policy needs vLLM: {VLLM_EXTRA}") from exc
+        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **engine_kwargs))
+        self._counter = 0
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        sampling = VSamplingParams(
+            max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, stop=params.stop or None,
+            include_stop_str_in_output=True, skip_special_tokens=False, logprobs=0, seed=params.seed,
+        )
+        self._counter += 1
+        final = None
+        async for output in self._engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), sampling,
+                                                  request_id=f"dr-{self._counter}"):
+            final = output
+        if final is None or not final.outputs:
+            raise GenerationError("vLLM returned no output for a request.")
+        completion = final.outputs[0]
+        ids = list(completion.token_ids)
+        logprobs = [entry[token].logprob for entry, token in zip(completion.logprobs or [], ids)]
+        finish, stop = _finish(completion.finish_reason, completion.stop_reason)
+        return GenerationResult(token_ids=ids, logprobs=logprobs or None, finish_reason=finish, stop_reason=stop,
+                                text=completion.text)
+
+    async def aclose(self) -> None:
+        self._engine.shutdown()
