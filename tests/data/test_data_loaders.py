@@ -102,7 +102,7 @@ def test_registry_names_and_splits(shared_data_dir: Path) -> None:
     sizes = {"nq": 512, "tq": 512, "hotpotqa": 512, "2wiki": 512, "musique": 512, "popqa": 512, "bamboogle": 125}
     for name, size in sizes.items():
         tasks = load_benchmark(name, "test")
-        assert len(tasks) == size and {t.source for t in tasks} == {name}
+        assert len(tasks) == size and {t.source for t in tasks} == {name} and {t.split for t in tasks} == {"test"}
         assert len(load_benchmark(name, "dev")) == 125
     first_five = [t.id for t in load_benchmark("tq", "test")[:5]]
     assert [t.id for t in load_benchmark("triviaqa", "test", limit=5)] == first_five

@@ -239,6 +239,7 @@ def record_to_task(record: dict[str, Any], *, source: str | None = None, split: 
     The benchmark is the record's own ``data_source`` when it has one (DeepResearcher files mix seven),
     else ``source``.
 
+    ``split``, when given, wins over the record's own label (DeepResearcher's test rows say "dev").
     The id is the dataset's own, prefixed with ``<source>_`` unless it already starts with it, so ids are
     unique across benchmarks (FlashRAG numbers every benchmark ``dev_0, dev_1, ...``).
 
@@ -258,7 +259,7 @@ def record_to_task(record: dict[str, Any], *, source: str | None = None, split: 
         source=name,
         question=_question(record),
         golds=_golds(record),
-        split=str(record.get("split") or extra.get("split") or split),
+        split=split or str(record.get("split") or extra.get("split") or ""),
         context=_context(record),
         metadata=_metadata(record),
     )
