@@ -58,3 +58,19 @@ def test_local_client_needs_a_model_directory(tmp_path):
     """A `local` client pointed at a missing directory fails with a message saying what to set."""
     with pytest.raises(ConfigError, match="not a directory"):
         make_chat_client(LLMClientConfig(kind="local", model=str(tmp_path / "nope")))
+
+
+@needs_smollm2
+async def test_embedded_reader_extracts_a_fact_from_a_world_style_page(client):
+    """The SmolLM2 reader (with its prefill) finds the birth year on a short biography page."""
+    from deepresearcher.config import ReaderLLMConfig
+    from deepresearcher.web.reader.base import ReadRequest
+    from deepresearcher.web.reader.llm import LLMReader
+
+    reader = LLMReader.from_config(ReaderLLMConfig(kind="embedded", max_new_tokens=16), client=client)
+    text = ("Cycaen Quezynd\nCycaen Quezynd is a figure whose work is known well beyond the place where it began.\n"
+            "Details\nThey were born in Hyport.\nTheir year of birth is 1986.\nBy profession they are an economist.")
+    notes = await reader.read(ReadRequest(question="In what year was Cycaen Quezynd born?", url="http://w/c",
+                                          text=text, query="Cycaen Quezynd born year"))
+    assert reader.prefill == "NOTES:" and reader.tokenizer is client.tokenizer
+    assert len(notes) == 1 and "1986" in notes[0].text

@@ -158,3 +158,23 @@ def test_parse_reply_tolerates_formats_small_models_write():
     assert parse_reply("CONTINUE: yes").notes == ""
     assert parse_reply("") is None and parse_reply(GARBAGE) is None
     assert re.search("NONE", STOP) and parse_reply(STOP).read_on is False
+
+
+async def test_prefill_starts_the_reply_and_is_parsed_with_it():
+    """With a prefill, the prompt ends in an assistant message the server is asked to continue."""
+    with OpenAIEmulator([Reply(text=f" {NEEDLE}\nCONTINUE: NO")]).running() as server:
+        async with client_for(server) as client:
+            notes = await LLMReader(client, chunk_tokens=64, prefill="NOTES:").read(request(page(0)))
+    body = server.requests[0]
+    assert body["messages"][-1] == {"role": "assistant", "content": "NOTES:"}
+    assert body["continue_final_message"] is True and body["add_generation_prompt"] is False
+    assert [n.text for n in notes] == [NEEDLE]
+
+
+async def test_notes_lose_prompt_echoes_and_repeated_lines():
+    """What small models tack on (repeats, an echoed delimiter and instructions) is cut from the note."""
+    reply = f"NOTES: {NEEDLE}\n{NEEDLE}\n---\nReply with NOTES and CONTINUE."
+    with OpenAIEmulator([Reply(text=reply)]).running() as server:
+        async with client_for(server) as client:
+            notes = await LLMReader(client, chunk_tokens=64).read(request(page(0)))
+    assert [n.text for n in notes] == [NEEDLE]

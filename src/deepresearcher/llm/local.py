@@ -3,7 +3,8 @@
 Many rollouts ask the reader at the same time; generating their prompts one by one wastes the
 matrix units. Requests wait up to ``batch_window_ms`` for company, are left-padded into one batch
 (up to ``max_batch``) and generated together in a worker thread, so the event loop stays free.
-Requests with different sampling settings are generated in separate batches.
+Requests with different sampling settings are generated in separate batches. A conversation that
+ends with an assistant message is a prefill: the model continues that message instead of starting one.
 """
 
 from __future__ import annotations
@@ -172,7 +173,12 @@ class LocalChatClient:
 
         started = time.monotonic()
         tok = self._tokenizer
-        prompts = [tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in conversations]
+        prompts = [
+            tok.apply_chat_template(m, continue_final_message=True, tokenize=False)
+            if m and m[-1]["role"] == "assistant"  # a prefilled reply start: the model continues it
+            else tok.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+            for m in conversations
+        ]
         pad_side, tok.padding_side = tok.padding_side, "left"
         try:
             if tok.pad_token_id is None:

@@ -120,6 +120,9 @@ class OpenAIChatClient:
             "max_tokens": sampling.pop("max_tokens", self.config.max_new_tokens),
             "temperature": sampling.pop("temperature", self.config.temperature),
         }
+        if messages and messages[-1]["role"] == "assistant":
+            # A prefilled reply start; vLLM and SGLang continue it with these two flags.
+            body.update(continue_final_message=True, add_generation_prompt=False)
         body.update({k: v for k, v in sampling.items() if v is not None})
         last_error: Exception | None = None
         for attempt in range(self.config.max_retries + 1):

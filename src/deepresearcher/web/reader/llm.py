@@ -24,7 +24,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from deepresearcher.config import ReaderLLMConfig
 from deepresearcher.llm.base import ChatClient, Message
+from deepresearcher.llm.factory import make_chat_client
 from deepresearcher.web.reader.base import ReadRequest
 from deepresearcher.web.reader.chunking import Chunk, iter_chunks
 from deepresearcher.web.types import Note
@@ -40,6 +42,9 @@ SYSTEM_PROMPT = (
     "NOTES: <relevant facts copied from the page part, or NONE>\n"
     "CONTINUE: <YES if later parts of the page may hold more relevant facts, otherwise NO>"
 )
+
+DEFAULT_PREFILL = "NOTES:"
+"""The reply start given to local reader models, which keeps small ones on the two-field format."""
 
 _NONE_WORDS = frozenset({"none", "nothing", "n/a", "na", "no", "null", "-", "no relevant information", ""})
 _NOTES_LABEL = r"(?:notes?|info(?:rmation)?|relevant(?:\s+(?:info(?:rmation)?|facts?))?|facts?|extract(?:ed)?)"
@@ -113,6 +118,27 @@ def parse_reply(text: str) -> ReaderReply | None:
     return ReaderReply("\n".join(notes).strip(), True if read_on is None else read_on)
 
 
+_ECHO = re.compile(r"^\s*(---|page https?://|question:|search query:|already known:|reply with)", re.IGNORECASE)
+
+
+def clean_note(text: str) -> str:
+    """Drop what small models add to a note: repeated lines and echoes of the prompt (from the first echo on).
+
+    >>> clean_note("Born in 1931.\\nBorn in 1931.\\n---\\nReply with NOTES and CONTINUE.")
+    'Born in 1931.'
+    """
+    kept: list[str] = []
+    seen: set[str] = set()
+    for line in text.splitlines():
+        if _ECHO.match(line):
+            break
+        key = _normalize(line)
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(line.strip())
+    return "\n".join(kept)
+
+
 def _normalize(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
@@ -121,7 +147,9 @@ class LLMReader:
     """Reads a page with any :class:`ChatClient`; see the module docstring for the loop and the format.
 
     ``tokenizer`` (a Hugging Face fast tokenizer) makes chunks exact in the reader model's tokens;
-    without one, four characters count as a token.
+    without one, four characters count as a token. ``prefill`` (e.g. ``"NOTES:"``) starts the model's
+    reply for it, which keeps small models on the format; the client must support continuing a final
+    assistant message (local clients do; vLLM and SGLang do with their ``continue_final_message`` flag).
     """
 
     name = "llm"
@@ -136,8 +164,10 @@ class LLMReader:
         max_new_tokens: int = 256,
         tokenizer: Any = None,
         notes_context_chars: int = 1500,
+        prefill: str = "",
     ) -> None:
         self.client = client
+        self.prefill = prefill
         self.chunk_tokens = chunk_tokens
         self.max_chunks = max_chunks
         self.max_note_chars = max_note_chars
@@ -159,20 +189,38 @@ class LLMReader:
             "max_new_tokens": self.max_new_tokens,
             "tokenized": self.tokenizer is not None,
             "prompt_version": PROMPT_VERSION,
+            "prefill": self.prefill,
         }
 
+    @classmethod
+    def from_config(cls, config: ReaderLLMConfig, client: ChatClient | None = None) -> LLMReader:
+        """The reader of ``Config.reader_llm``; local models chunk by their own tokens and get a prefill."""
+        client = client or make_chat_client(config)
+        local = config.kind in ("local", "embedded")
+        return cls(
+            client, chunk_tokens=config.chunk_tokens, max_chunks=config.max_chunks,
+            max_note_chars=config.max_note_chars, max_new_tokens=config.max_new_tokens,
+            tokenizer=getattr(client, "tokenizer", None) if local else None, prefill=DEFAULT_PREFILL if local else "",
+        )
+
     def build_messages(self, request: ReadRequest, chunk: Chunk, is_last: bool, notes: list[str]) -> list[Message]:
-        """The prompt for one chunk; the notes so far are cut to their last ``notes_context_chars``."""
-        so_far = "\n".join(f"- {n}" for n in notes)[-self.notes_context_chars :] or "(none yet)"
+        """The prompt for one chunk; the question comes last, where small models attend best.
+
+        The notes so far are cut to their last ``notes_context_chars`` characters.
+        """
+        so_far = "\n".join(f"- {n}" for n in notes)[-self.notes_context_chars :] or "(nothing yet)"
         where = f"part {chunk.index + 1}" + (", the last part" if is_last else "")
         user = (
-            f"Question: {request.question}\n"
-            f"Search query: {request.query or '(unknown)'}\n"
-            f"Notes so far:\n{so_far}\n\n"
             f"Page {request.url}, {where}:\n---\n{chunk.text}\n---\n"
-            "Reply with NOTES and CONTINUE."
+            f"Already known:\n{so_far}\n\n"
+            f"Search query: {request.query or '(unknown)'}\n"
+            f"Question: {request.question}\n"
+            "Copy the facts from this page part that help answer the question. Reply with NOTES and CONTINUE."
         )
-        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        if self.prefill:
+            messages.append({"role": "assistant", "content": self.prefill})
+        return messages
 
     async def read(self, request: ReadRequest) -> list[Note]:
         """Walk the page's chunks until the model stops, the page ends, or the chunk budget is spent."""
@@ -188,12 +236,12 @@ class LLMReader:
                 self.build_messages(request, chunk, following is None, notes_so_far), max_tokens=self.max_new_tokens
             )
             self.stats["chunks_read"] += 1
-            reply = parse_reply(result.text)
+            reply = parse_reply(self.prefill + result.text)
             if reply is None:
                 self._log_unusable(request.url, chunk.index, result.text)
                 break
             if reply.notes:
-                text = reply.notes[: self.max_note_chars].strip()
+                text = clean_note(reply.notes)[: self.max_note_chars].strip()
                 norm = _normalize(text)
                 if norm and not any(norm in k for k in known):
                     found.append(Note(url=request.url, text=text, chunk=chunk.index))
