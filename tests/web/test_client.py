@@ -40,6 +40,7 @@ def dead_url() -> str:
 @pytest.fixture
 def two_handlers(web, tmp_path):
     config = web.config(tmp_path / "cache.sqlite")
+    config.search.top_k = 2
     with ExitStack() as stack:
         yield [stack.enter_context(handler_thread(create_app(config))) for _ in range(2)], config
 
@@ -55,9 +56,11 @@ async def test_requests_spread_over_servers_with_the_environment_interface(two_h
         assert isinstance(env, Environment)
         batches = await asyncio.gather(*(env.search([q, "Grirstan"], 3) for q in QUERIES * 8))
         browse = await env.browse("Population of Hyport?", [batches[0][0].hits[0].url], notes=["x"], queries=["Hyport"])
+        default_k = await env.search(["Grirstan"])
     assert [b[0].query for b in batches] == QUERIES * 8 and all(b[1].hits for b in batches)
     assert all(s.served > 0 for s in env.servers), [s.served for s in env.servers]
     assert browse[0].error is None and browse[0].notes
+    assert len(default_k[0].hits) == 2, "without top_k the servers' search.top_k applies"
 
 
 async def test_dead_server_is_skipped_without_failing_a_request(two_handlers, dead_url):

@@ -129,9 +129,11 @@ class RemoteEnvironment:
 
     # ------------------------------------------------------------------ the Environment interface
 
-    async def search(self, queries: list[str], top_k: int) -> list[QueryResult]:
-        """One result per query, from whichever server answers first without failing."""
-        response = await self._call("/v1/search", {"queries": queries, "top_k": top_k}, _SearchResponse)
+    async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
+        """One result per query, from whichever server answers first without failing (``top_k`` None:
+        the servers' ``search.top_k``)."""
+        body: dict[str, Any] = {"queries": queries} if top_k is None else {"queries": queries, "top_k": top_k}
+        response = await self._call("/v1/search", body, _SearchResponse)
         return response.results
 
     async def browse(

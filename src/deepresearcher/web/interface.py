@@ -16,8 +16,9 @@ from deepresearcher.web.types import BrowseResult, QueryResult
 class Environment(Protocol):
     """Search and browse for many rollouts at once; stateless between calls."""
 
-    async def search(self, queries: list[str], top_k: int) -> list[QueryResult]:
-        """One result per query, in order; a failed query carries ``error`` instead of raising."""
+    async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
+        """One result per query, in order, ``top_k`` hits each (None: ``search.top_k``); a failed query
+        carries ``error`` instead of raising."""
         ...
 
     async def browse(

@@ -63,7 +63,7 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     queries: list[str] = Field(min_length=1, description="Queries to run, answered in order.")
-    top_k: int = Field(10, ge=1, le=50, description="Hits per query.")
+    top_k: int | None = Field(None, ge=1, le=50, description="Hits per query; default: the server's search.top_k.")
 
 
 class BrowseRequest(BaseModel):
