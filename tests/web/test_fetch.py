@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from deepresearcher.config import FetchConfig
 from deepresearcher.errors import PageError, UnsafeURLError, UnsupportedContentError
-from deepresearcher.testing.website import PDF_TEXT, PDF_TITLE, TEXT_BODY, LoopbackWebsite, handmade_pages
+from deepresearcher.testing.website import (
+    LATIN1_TEXT,
+    LATIN1_TITLE,
+    PDF_TEXT,
+    PDF_TITLE,
+    TEXT_BODY,
+    LoopbackWebsite,
+    handmade_pages,
+)
 from deepresearcher.web.fetch import PageFetcher
 
 
@@ -39,6 +50,27 @@ async def test_pdf_and_plain_text_are_read(site):
     assert pdf.content_type == "application/pdf" and pdf.title == PDF_TITLE
     assert PDF_TEXT in pdf.text
     assert text.text == TEXT_BODY and text.content_type == "text/plain"
+
+
+async def test_charset_from_meta_and_pdf_recognized_by_its_bytes(site):
+    """A page whose charset is only in <meta> decodes right; a PDF sent as octet-stream is still read."""
+    async with _fetcher() as fetcher:
+        latin = await fetcher.fetch(site.url("/_t/latin1"))
+        pdf = await fetcher.fetch(site.url("/_t/octet-pdf"))
+    assert latin.title == LATIN1_TITLE and LATIN1_TEXT in latin.text
+    assert pdf.content_type == "application/pdf" and PDF_TEXT in pdf.text
+
+
+async def test_per_host_concurrency_is_bounded(site):
+    """Eight slow pages from one host are fetched at most fetch.per_host_concurrency at a time."""
+    site.max_in_flight = 0
+    async with _fetcher(per_host_concurrency=2) as fetcher:
+        started = time.perf_counter()
+        pages = await asyncio.gather(*(fetcher.fetch(site.url(f"/_t/slow?s=0.2&n={i}")) for i in range(8)))
+        elapsed = time.perf_counter() - started
+    assert all(p.title == "Slow" for p in pages)
+    assert site.max_in_flight == 2
+    assert elapsed >= 0.8 - 0.05
 
 
 async def test_unsupported_content_and_http_errors_are_clear(site):

@@ -8,9 +8,12 @@ Routes:
 * ``/<path>`` — a page registered under that path (a world page ``https://host/p`` lives at ``/host/p``,
   so pages of different sites never collide);
 * ``/_t/text`` plain text, ``/_t/pdf`` a one-page PDF, ``/_t/image`` a PNG (unsupported content);
+* ``/_t/latin1`` HTML in ISO-8859-1 declared only by ``<meta charset>``; ``/_t/octet-pdf`` a PDF sent as
+  ``application/octet-stream`` (recognized from its bytes);
 * ``/_t/redirect/<n>`` a chain of ``n`` redirects ending at ``/_t/text``;
 * ``/_t/redirect-to?url=...`` one redirect to any URL (e.g. ``file:///etc/passwd``);
-* ``/_t/slow?s=2`` answers after ``s`` seconds; ``/_t/huge?mb=8`` streams that many MB of HTML;
+* ``/_t/slow?s=2`` answers after ``s`` seconds (counting :attr:`max_in_flight`); ``/_t/huge?mb=8``
+  streams that many MB of HTML;
 * ``/_t/status/<code>`` answers that status.
 
 Example::
@@ -34,6 +37,8 @@ from aiohttp import web
 TEXT_BODY = "Plain text page. The Larch Institute was founded in 1911 by Ada Brennan."
 PDF_TEXT = "The Quillon Treaty was signed in 1784 at Varnholt."
 PDF_TITLE = "Quillon Treaty Report"
+LATIN1_TITLE = "Café Señor"
+LATIN1_TEXT = "Le café de Señor Müller ouvrit en 1902 à Zürich."
 
 
 def make_pdf(text: str, title: str = "") -> bytes:
@@ -77,6 +82,8 @@ class LoopbackWebsite:
             self.add(path, title, html)
         self.base_url = ""
         self.hits = 0
+        self.in_flight = 0
+        self.max_in_flight = 0  # most /_t/slow requests served at once
 
     @classmethod
     def from_pages_jsonl(cls, path: str | Path) -> LoopbackWebsite:
@@ -114,6 +121,8 @@ class LoopbackWebsite:
         app.router.add_get("/_t/text", self._text)
         app.router.add_get("/_t/pdf", self._pdf)
         app.router.add_get("/_t/image", self._image)
+        app.router.add_get("/_t/latin1", self._latin1)
+        app.router.add_get("/_t/octet-pdf", self._octet_pdf)
         app.router.add_get("/_t/redirect/{n}", self._redirect_chain)
         app.router.add_get("/_t/redirect-to", self._redirect_to)
         app.router.add_get("/_t/slow", self._slow)
@@ -138,6 +147,13 @@ class LoopbackWebsite:
     async def _image(self, request: web.Request) -> web.Response:
         return web.Response(body=_PNG, content_type="image/png")
 
+    async def _latin1(self, request: web.Request) -> web.Response:
+        html = f'<html><head><meta charset="iso-8859-1"><title>{LATIN1_TITLE}</title></head><body>{LATIN1_TEXT}</body></html>'
+        return web.Response(body=html.encode("latin-1"), headers={"Content-Type": "text/html"})
+
+    async def _octet_pdf(self, request: web.Request) -> web.Response:
+        return web.Response(body=make_pdf(PDF_TEXT, PDF_TITLE), content_type="application/octet-stream")
+
     async def _redirect_chain(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])
         raise web.HTTPFound("/_t/text" if n <= 1 else f"/_t/redirect/{n - 1}")
@@ -146,7 +162,12 @@ class LoopbackWebsite:
         raise web.HTTPFound(request.query["url"])
 
     async def _slow(self, request: web.Request) -> web.Response:
-        await asyncio.sleep(float(request.query.get("s", "2")))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(float(request.query.get("s", "2")))
+        finally:
+            self.in_flight -= 1
         return web.Response(text="<html><title>Slow</title><body>finally</body></html>", content_type="text/html")
 
     async def _huge(self, request: web.Request) -> web.StreamResponse:

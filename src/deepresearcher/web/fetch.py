@@ -46,6 +46,8 @@ _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
 _TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown", "text/csv"})
+_READABLE_TYPES = _HTML_TYPES | _PDF_TYPES | _TEXT_TYPES
+_GENERIC_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})  # sniffed from the bytes
 _META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _CHUNK_BYTES = 64 * 1024
 
@@ -175,13 +177,19 @@ class PageFetcher:
                     location = resp.headers.get("Location")
                     if not location:
                         raise PageError(f"{url}: redirect ({resp.status}) without a Location header.")
-                    current = str(resp.url.join(URL(location)))
+                    try:
+                        current = str(resp.url.join(URL(location)))
+                    except ValueError:
+                        raise UnsafeURLError(f"{url}: redirect to an invalid URL {location!r}.") from None
                     logger.debug("redirect %s -> %s", resp.url, current)
                     continue
                 if resp.status >= 400:
                     raise PageError(f"{url}: the server answered HTTP {resp.status} {resp.reason or ''}".rstrip() + ".")
+                declared = resp.content_type.lower()
+                if declared not in _READABLE_TYPES and declared not in _GENERIC_TYPES:
+                    raise _unsupported(url, declared)  # before downloading a video or an archive
                 body, truncated = await _read_capped(resp, self.config.max_bytes)
-                return await _to_page(url, resp.content_type, resp.charset, body, truncated, self.config.max_bytes)
+                return await _to_page(url, declared, resp.charset, body, truncated, self.config.max_bytes)
         raise PageError(f"{url}: more than {self.config.max_redirects} redirects (fetch.max_redirects).")
 
     async def aclose(self) -> None:
@@ -232,9 +240,7 @@ def _pdf_text(body: bytes) -> tuple[str, str]:
 async def _to_page(
     url: str, content_type: str, charset: str | None, body: bytes, truncated: bool, max_bytes: int
 ) -> Page:
-    mime = content_type.lower()
-    if mime in ("", "application/octet-stream", "binary/octet-stream"):
-        mime = _sniff_type(body)
+    mime = _sniff_type(body) if content_type in _GENERIC_TYPES else content_type
     if mime in _HTML_TYPES:
         html = _decode(body, charset, is_html=True)
         text = await asyncio.to_thread(html_to_text, html)
@@ -249,6 +255,10 @@ async def _to_page(
         return Page(url=url, title=title, text=text, content_type="application/pdf")
     if mime in _TEXT_TYPES:
         return Page(url=url, text=_decode(body, charset, is_html=False), content_type=mime)
-    raise UnsupportedContentError(
+    raise _unsupported(url, mime)
+
+
+def _unsupported(url: str, content_type: str) -> UnsupportedContentError:
+    return UnsupportedContentError(
         f"{url}: unsupported content type {content_type or '(none)'}; only HTML, PDF and plain text pages can be read."
     )
