@@ -149,3 +149,18 @@ def test_killing_a_handler_mid_batch_loses_nothing(web, tmp_path):
                 stored = cache.lookup("search", "serper", result.query, {"top_k": 5})
                 assert stored is not None, f"{result.query!r} missing from the cache"
                 assert [h["url"] for h in stored] == [h.url for h in result.hits]
+
+
+async def test_overloaded_server_is_retried_elsewhere_but_not_marked_dead(web, tmp_path):
+    """A 503 (server busy) sends the request to another server without taking the busy one out of rotation."""
+    busy = web.config(tmp_path / "cache.sqlite")
+    busy.serve.max_concurrency, busy.serve.max_pending = 1, 0
+    free = web.config(tmp_path / "cache.sqlite")
+    slow = web.site.url("/_t/slow?s=0.3")
+    with handler_thread(create_app(busy)) as a, handler_thread(create_app(free)) as b:
+        async with RemoteEnvironment([a, b], dead_for_s=60) as env:
+            results = await asyncio.gather(*(env.browse("q", [f"{slow}&n={i}"]) for i in range(4)))
+    assert all(r[0].error is None and r[0].title == "Slow" for r in results)
+    server_a = env.servers[0]
+    assert server_a.failures >= 1 and server_a.served >= 1
+    assert server_a.dead_until == 0.0, "a busy server was marked dead"
