@@ -45,7 +45,11 @@ class WorldConfig(Section):
 class SearchConfig(Section):
     """The `web_search` tool and the backend behind it."""
 
-    backend: str = Field("local", description="Search backend name: `local` (tantivy index).")
+    backend: str = Field(
+        "local",
+        description="Search backend: `local` (tantivy index), `serper`, `searxng`, `brave`, `ddgs`, or a "
+        "`package.module:Factory` path. Live backends are set up under `backends`.",
+    )
     index: Path | None = Field(
         None, description="Index directory of the local backend. Default: the default world's index."
     )
@@ -67,7 +71,7 @@ class BrowseConfig(Section):
     max_chunks: int = Field(400, ge=1, description="Chunks considered per page; bounds time and memory on huge pages.")
     top_passages: int = Field(2, ge=1, le=20, description="Passages returned per page by the extractive reader.")
     max_page_bytes: int = Field(
-        8_000_000, ge=1024, description="Pages larger than this are cut before extraction (bytes of HTML)."
+        5_000_000, ge=1024, description="Pages larger than this are cut before extraction (bytes of HTML)."
     )
     only_searched_urls: bool = Field(
         False, description="If true, only URLs that appeared in this rollout's searches may be browsed."

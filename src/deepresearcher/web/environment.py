@@ -15,17 +15,22 @@ the agent shows the policy as an observation.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from typing import Any, Protocol
 
 from deepresearcher.config import Config
-from deepresearcher.errors import DeepResearcherError
+from deepresearcher.errors import ConfigError, DeepResearcherError, ReplayMissError
 from deepresearcher.web.backends.base import SearchBackend
 from deepresearcher.web.html import html_to_text
 from deepresearcher.web.reader.base import Reader, ReadRequest
 from deepresearcher.web.types import BrowseResult, Note, Page, QueryResult, SearchHit
 
 logger = logging.getLogger(__name__)
+
+# Errors that are the user's to fix (a replay miss, a missing API key): they stop the run instead of
+# becoming observations, or a replayed run would silently drift from its recording.
+_FATAL = (ReplayMissError, ConfigError)
 
 
 class PageSource(Protocol):
@@ -138,6 +143,8 @@ class WebEnvironment:
     async def _search_one(self, query: str, top_k: int) -> QueryResult:
         try:
             hits = await self._cached_search(query, top_k)
+        except _FATAL:
+            raise
         except DeepResearcherError as exc:
             logger.info("search %r failed: %s", query, exc)
             return QueryResult(query=query, error=str(exc))
@@ -168,6 +175,8 @@ class WebEnvironment:
                 return BrowseResult(url=url, title=page.title, error="the page has no readable text")
             request = ReadRequest(question=question, url=url, text=text, query=query, notes=notes)
             found = await self._read(request)
+        except _FATAL:
+            raise
         except DeepResearcherError as exc:
             logger.info("browse %s failed: %s", url, exc)
             return BrowseResult(url=url, error=str(exc))
@@ -178,7 +187,9 @@ class WebEnvironment:
             return await self.reader.read(request)
         from deepresearcher.web.cache import cached
 
-        return await cached(self.cache, "reader", self.reader.name, request.model_dump(),
+        # Keyed on a digest of the page text: the text itself can be megabytes.
+        key = {**request.model_dump(exclude={"text"}), "text_sha256": hashlib.sha256(request.text.encode()).hexdigest()}
+        return await cached(self.cache, "reader", self.reader.name, key,
                             getattr(self.reader, "params", {}), lambda: self.reader.read(request),
                             encode=lambda ns: [n.model_dump() for n in ns],
                             decode=lambda rows: [Note(**r) for r in rows])

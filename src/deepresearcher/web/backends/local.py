@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 META_FILE = "deepresearcher-index.json"
 MAX_INDEXED_CHARS = 200_000  # text beyond this is not indexed: bounds memory on giant pages
-MAX_STORED_HTML = 8_000_000
+MAX_STORED_HTML = 5_000_000  # larger pages are cut: extraction time grows with size
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

@@ -1,0 +1,74 @@
+"""``deepresearcher world ...``: build and inspect synthetic worlds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
+
+console = Console()
+world_app = typer.Typer(help="Build and inspect the synthetic web.", no_args_is_help=True)
+
+
+@world_app.command("build", epilog="Example: deepresearcher world build --seed 7 --size small --out worlds/w7")
+def build(
+    out: Path = typer.Option(..., "--out", help="Directory to write pages.jsonl, tasks/ and manifest.json to."),
+    seed: int = typer.Option(7, help="Generator seed: the same seed and size give byte-identical files."),
+    size: str = typer.Option("small", help="tiny | small | medium | large."),
+    index: bool = typer.Option(True, help="Also build the search index in OUT/index."),
+) -> None:
+    """Generate a world (pages, tasks with gold answers and evidence) and index it."""
+    import time
+
+    from deepresearcher.errors import ConfigError
+    from deepresearcher.web.backends.local import build_index
+    from deepresearcher.world import build_world, iter_pages
+    from deepresearcher.world.knowledge import SIZES
+
+    if size not in SIZES:
+        raise ConfigError(f"Unknown world size {size!r}; use one of {', '.join(SIZES)}.")
+    started = time.perf_counter()
+    with console.status(f"Generating world seed={seed} size={size}..."):
+        manifest = build_world(seed, size, out)
+    if index:
+        with console.status(f"Indexing {manifest['pages']} pages..."):
+            build_index(iter_pages(out), out / "index")
+    _print_manifest(manifest, out)
+    console.print(f"Built in {time.perf_counter() - started:.1f}s.")
+
+
+@world_app.command("show")
+def show(
+    world: Path = typer.Argument(None, help="A built world directory; default: the default world."),
+    config: Path = ConfigOption,
+    overrides: list[str] = SetOption,
+) -> None:
+    """Summarize a world and print a few of its test tasks."""
+    from deepresearcher.web.local_world import ensure_world
+    from deepresearcher.world import load_manifest, load_tasks
+
+    world = world or ensure_world(resolve_config(config, overrides))
+    _print_manifest(load_manifest(world), world)
+    for task in load_tasks(world, "test")[:5]:
+        console.print(f"[bold]{task.type}[/] {task.question} -> [green]{' | '.join(task.answers)}[/]")
+
+
+def _print_manifest(manifest: dict, where: Path) -> None:
+    table = Table(title=f"World seed={manifest['seed']} size={manifest['size']} ({where})")
+    table.add_column("split")
+    types = sorted({t for split in manifest["tasks"].values() for t in split})
+    for kind in types:
+        table.add_column(kind, justify="right")
+    for split, counts in manifest["tasks"].items():
+        table.add_row(split, *(str(counts.get(kind, 0)) for kind in types))
+    console.print(table)
+    entities = ", ".join(f"{n} {k}" for k, n in manifest["entities"].items())
+    console.print(f"{manifest['pages']} pages; entities: {entities}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(world_app, name="world")

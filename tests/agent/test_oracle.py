@@ -1,0 +1,57 @@
+"""The oracle researcher proves the world is solvable with search, and that browsing matters."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from deepresearcher.agent.oracle import OracleResearcher, extract_value
+from deepresearcher.agent.tools import ToolBox
+from deepresearcher.web.environment import WebEnvironment
+from deepresearcher.world import load_tasks
+
+
+def _correct(answer: str, golds: list[str]) -> bool:
+    return answer.lower() in (g.lower() for g in golds)
+
+
+async def _accuracy(world_config, tasks, use_browse: bool) -> dict[str, float]:
+    by_type: dict[str, list[bool]] = defaultdict(list)
+    async with WebEnvironment.from_config(world_config) as env:
+        oracle = OracleResearcher(ToolBox(env, world_config), use_browse=use_browse)
+        for task in tasks:
+            by_type[task.type].append(_correct((await oracle.run(task)).answer, task.answers))
+    return {kind: sum(v) / len(v) for kind, v in by_type.items()}
+
+
+async def test_oracle_answers_answerable_tasks_through_the_tools(world_config, small_world) -> None:
+    tasks = load_tasks(small_world, "test")
+    answerable = [t for t in tasks if t.answerable]
+    with_browse = await _accuracy(world_config, answerable, use_browse=True)
+    overall = sum(with_browse[t.type] for t in answerable) / len(answerable)
+    assert overall >= 0.95, with_browse
+    search_only = await _accuracy(world_config, [t for t in answerable if t.type in ("hop2", "hop3")], use_browse=False)
+    for kind in ("hop2", "hop3"):
+        assert search_only[kind] <= with_browse[kind] / 2, (kind, search_only, with_browse)
+
+
+async def test_oracle_says_it_cannot_find_hidden_facts(world_config, small_world) -> None:
+    tasks = [t for split in ("train", "dev", "test") for t in load_tasks(small_world, split) if not t.answerable][:10]
+    assert tasks
+    assert (await _accuracy(world_config, tasks, use_browse=True))["unanswerable"] == 1.0
+
+
+async def test_oracle_turns_are_in_the_policy_format(world_config, small_world) -> None:
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "hop2")
+    async with WebEnvironment.from_config(world_config) as env:
+        episode = await OracleResearcher(ToolBox(env, world_config)).run(task)
+    assert [t.assistant.count("<tool_call>") for t in episode.turns] == [1, 1, 1, 1, 0]
+    assert all(t.observation for t in episode.turns[:-1]) and episode.turns[-1].observation is None
+    assert episode.turns[-1].assistant.endswith(f"<answer>{episode.answer}</answer>")
+
+
+def test_value_extraction_reads_infoboxes_lists_and_sentences() -> None:
+    assert extract_value("born_in", "Ana Bel", "| Place of birth | Velmora | \n") == "Velmora"
+    assert extract_value("population", "Velmora", "| Velmora | 1,234,500 |") == "1234500"
+    assert extract_value("birth_year", "Ana Bel", "- Ana Bel (born 1931)") == "1931"
+    assert extract_value("born_in", "Ana Bel", "- Ana Bel (born 1931)", title="Notable people from Oskar") == "Oskar"
+    assert extract_value("founded_by", "Zeta Works", "nothing relevant here") is None

@@ -1,0 +1,92 @@
+"""The synthetic web: deterministic, typed tasks with real evidence, conflicts and hidden facts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+from deepresearcher.web.html import html_to_text
+from deepresearcher.world import TASK_TYPES, UNANSWERABLE_ANSWER, build_world, iter_pages, load_manifest, load_tasks
+
+
+def _all_tasks(world: Path):
+    return [t for split in ("train", "dev", "test") for t in load_tasks(world, split)]
+
+
+def test_same_seed_gives_byte_identical_files_across_processes(tmp_path: Path) -> None:
+    """Two processes with different hash seeds write the same bytes; another seed writes other bytes."""
+    script = "import sys; from deepresearcher.world import build_world; build_world(3, 'tiny', sys.argv[1])"
+    for name, hash_seed in (("a", "1"), ("b", "2")):
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / name)], check=True,
+                       env={"PYTHONHASHSEED": hash_seed, "PATH": "/usr/bin:/bin"})
+    files = ["pages.jsonl", "knowledge.jsonl", "manifest.json", "tasks/train.jsonl", "tasks/test.jsonl"]
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    build_world(4, "tiny", tmp_path / "c")
+    assert (tmp_path / "c" / "pages.jsonl").read_bytes() != (tmp_path / "a" / "pages.jsonl").read_bytes()
+
+
+def test_every_task_type_is_generated_and_split(small_world: Path) -> None:
+    manifest = load_manifest(small_world)
+    for split in ("train", "dev", "test"):
+        assert set(manifest["tasks"][split]) == set(TASK_TYPES), split
+    tasks = _all_tasks(small_world)
+    assert len({t.id for t in tasks}) == len(tasks)
+    assert len({t.question for t in tasks}) == len(tasks), "a question must not repeat across splits"
+
+
+def test_answerable_tasks_cite_pages_that_state_the_answer(small_world: Path) -> None:
+    pages = {p["url"]: html_to_text(p["html"]) for p in iter_pages(small_world)}
+    for task in _all_tasks(small_world):
+        if not task.answerable:
+            continue
+        assert task.evidence_urls and all(u in pages for u in task.evidence_urls), task.id
+        last = task.chain[-1]
+        if task.type in ("hop1", "hop2", "hop3", "conflict"):
+            stated = {last.value, f"{int(last.value):,}"} if last.value.isdigit() else {last.value}
+            assert any(any(s in pages[u] for s in stated) for u in last.evidence_urls), task.id
+
+
+def test_conflicting_sources_lose_to_the_reliable_majority(small_world: Path) -> None:
+    facts = {(f["subject"], f["relation"]): f for f in map(orjson.loads, (small_world / "knowledge.jsonl").open("rb"))}
+    pages = {p["url"]: html_to_text(p["html"]) for p in iter_pages(small_world)}
+    conflicts = [t for t in _all_tasks(small_world) if t.type == "conflict"]
+    assert conflicts
+    for task in conflicts:
+        fact = facts[(task.chain[0].subject, task.chain[0].relation)]
+        assert fact["wrong_value"] and fact["wrong_value"] != fact["value"]
+        assert len(task.evidence_urls) >= 2, "the true value needs a majority of reliable pages"
+        wrong_pages = [u for u, text in pages.items() if "quillblog" in u and task.chain[0].subject in text]
+        assert any(fact["wrong_value"] in pages[u].replace(",", "") for u in wrong_pages)
+
+
+def test_unanswerable_tasks_ask_for_facts_that_no_page_states(small_world: Path) -> None:
+    facts = {(f["subject"], f["relation"]): f for f in map(orjson.loads, (small_world / "knowledge.jsonl").open("rb"))}
+    texts = [html_to_text(p["html"]) for p in iter_pages(small_world)]
+    tasks = [t for t in _all_tasks(small_world) if t.type == "unanswerable"]
+    assert tasks
+    for task in tasks:
+        assert task.answers == [UNANSWERABLE_ANSWER] and not task.answerable
+        fact = facts[(task.chain[0].subject, task.chain[0].relation)]
+        assert fact["hidden"]
+        about = [t for t in texts if task.chain[0].subject in t]
+        assert about, "the subject itself is on the web"
+        assert not any(f"{task.chain[0].subject} (born {fact['value']})" in t for t in about)
+        assert not any(f"birth is {fact['value']}" in t or f"established in {fact['value']}" in t for t in about)
+
+
+def test_pages_carry_boilerplate_that_extraction_removes(small_world: Path) -> None:
+    page = next(iter_pages(small_world))
+    assert "cookie" in page["html"].lower() and "<nav" in page["html"] and "<footer" in page["html"]
+    text = html_to_text(page["html"])
+    assert page["title"] in text
+    assert "cookie" not in text.lower() and "All rights reserved" not in text
+
+
+def test_pages_come_in_several_layouts(small_world: Path) -> None:
+    layouts = Counter(p["layout"] for p in iter_pages(small_world))
+    assert set(layouts) == {"encyclopedia", "list", "directory", "catalogue", "news", "blog"}
