@@ -8,7 +8,11 @@ from contextlib import ExitStack
 
 import pytest
 
-from deepresearcher.errors import BackendUnavailableError, ConfigError, RequestRejectedError
+from deepresearcher.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    RequestRejectedError,
+)
 from deepresearcher.testing.handlers import HandlerProcess, handler_thread
 from deepresearcher.testing.loopback_web import LoopbackWeb
 from deepresearcher.web.cache import WebCache

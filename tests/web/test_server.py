@@ -39,10 +39,9 @@ async def _post(url: str, body: object, headers: dict[str, str] | None = None) -
 
 
 async def _get_text(url: str) -> str:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(url) as resp:
-            assert resp.status == 200
-            return await resp.text()
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        assert resp.status == 200
+        return await resp.text()
 
 
 async def test_search_and_browse_end_to_end(web, config):

@@ -48,8 +48,8 @@ def make_pdf(text: str, title: str = "") -> bytes:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+         b"/Resources << /Font << /F1 5 0 R >> >> >>"),
         b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Title (" + title.encode("latin-1") + b") >>",
@@ -227,16 +227,20 @@ def handmade_pages() -> dict[str, tuple[str, str]]:
     pages = {
         "/wiki/Ada_Brennan": (
             "Ada Brennan",
-            "<html><head><title>Ada Brennan</title></head><body><nav>Home | About</nav><article>"
-            "<h1>Ada Brennan</h1><p>Ada Brennan was a botanist born in 1874 in Corvale. She founded the "
-            "Larch Institute in 1911 and directed it until 1932.</p><p>Her study of alpine larches made her "
-            "the first woman elected to the Corvale Academy of Sciences.</p></article></body></html>",
+            (
+                "<html><head><title>Ada Brennan</title></head><body><nav>Home | About</nav><article>"
+                "<h1>Ada Brennan</h1><p>Ada Brennan was a botanist born in 1874 in Corvale. She founded the "
+                "Larch Institute in 1911 and directed it until 1932.</p><p>Her study of alpine larches made her "
+                "the first woman elected to the Corvale Academy of Sciences.</p></article></body></html>"
+            ),
         ),
         "/wiki/Corvale": (
             "Corvale",
-            "<html><head><title>Corvale</title></head><body><article><h1>Corvale</h1><p>Corvale is a "
-            "mountain town on the river Tesk. Its population was 12,400 in 1900.</p><p>The Larch Institute "
-            "stands on its northern slope.</p></article></body></html>",
+            (
+                "<html><head><title>Corvale</title></head><body><article><h1>Corvale</h1><p>Corvale is a "
+                "mountain town on the river Tesk. Its population was 12,400 in 1900.</p><p>The Larch Institute "
+                "stands on its northern slope.</p></article></body></html>"
+            ),
         ),
     }
     return pages

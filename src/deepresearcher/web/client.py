@@ -153,7 +153,7 @@ class RemoteEnvironment:
     async def __aenter__(self) -> RemoteEnvironment:
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     # ------------------------------------------------------------------ spreading and failover

@@ -27,7 +27,6 @@ import ipaddress
 import logging
 import re
 import socket
-from typing import Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -128,7 +127,7 @@ class PageFetcher:
     async def __aenter__(self) -> PageFetcher:
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -250,7 +249,7 @@ async def _to_page(
             raise PageError(f"{url}: PDF larger than fetch.max_bytes={max_bytes}; raise it to read this file.")
         try:
             title, text = await asyncio.to_thread(_pdf_text, body)
-        except Exception as exc:  # pypdf raises many types on broken files
+        except Exception as exc:  # noqa: BLE001 - pypdf raises many types on broken files
             raise PageError(f"{url}: PDF could not be read ({type(exc).__name__}: {exc}).") from None
         return Page(url=url, title=title, text=text, content_type="application/pdf")
     if mime in _TEXT_TYPES:
