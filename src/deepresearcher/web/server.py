@@ -221,6 +221,7 @@ class _Handler:
         # Label lookups cost microseconds each; the hot ones are bound once.
         self._ok = {r: metrics.requests.labels(r, "200") for r in ("search", "browse")}
         self._latency = {r: metrics.latency.labels(r) for r in ("search", "browse")}
+        self._items = {r: metrics.items.labels(r) for r in ("search", "browse")}
 
     async def answer(self, path: str, authorization: bytes, body: bytes) -> tuple[int, bytes, dict[str, str] | None]:
         """``(status, JSON body, extra headers)`` for a POST to ``path``; never raises."""
@@ -264,7 +265,7 @@ class _Handler:
             raise _HTTPProblem(422, "validation", _validation_message(err)) from None
 
     def _count_items(self, route: str, results: list[QueryResult] | list[BrowseResult]) -> None:
-        self.metrics.items.labels(route).inc(len(results))
+        self._items[route].inc(len(results))
         failed = sum(1 for r in results if r.error)
         if failed:
             self.metrics.item_errors.labels(route).inc(failed)
