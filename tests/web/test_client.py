@@ -160,7 +160,7 @@ async def test_overloaded_server_is_retried_elsewhere_but_not_marked_dead(web, t
     busy = web.config(tmp_path / "cache.sqlite")
     busy.serve.max_concurrency, busy.serve.max_pending = 1, 0
     free = web.config(tmp_path / "cache.sqlite")
-    slow = web.site.url("/_t/slow?s=0.3")
+    slow = web.site.url("/_t/slow?s=1")
     with handler_thread(create_app(busy)) as a, handler_thread(create_app(free)) as b:
         async with RemoteEnvironment([a, b], dead_for_s=60) as env:
             results = await asyncio.gather(*(env.browse("q", [f"{slow}&n={i}"]) for i in range(4)))

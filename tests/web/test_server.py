@@ -125,7 +125,7 @@ async def test_overload_is_answered_503_so_clients_go_elsewhere(web, config):
     """Beyond serve.max_concurrency in flight and serve.max_pending waiting, requests get 503 + Retry-After."""
     config.serve.max_concurrency = 1
     config.serve.max_pending = 1
-    slow = {"question": "q", "urls": [web.site.url("/_t/slow?s=0.5")]}
+    slow = {"question": "q", "urls": [web.site.url("/_t/slow?s=1")]}
     with handler_thread(create_app(config)) as url:
         async with aiohttp.ClientSession() as session:
 
@@ -147,7 +147,8 @@ def test_graceful_shutdown_finishes_in_flight_and_flushes_cache(web, tmp_path):
 
     async def scenario(proc: HandlerProcess) -> tuple[int, dict]:
         request = asyncio.ensure_future(_post(proc.url + "/v1/browse", {"question": "q", "urls": [slow_url]}))
-        await asyncio.sleep(0.5)
+        while web.site.in_flight == 0:  # the handler is now inside the request, fetching the slow page
+            await asyncio.sleep(0.01)
         exit_code = asyncio.get_running_loop().run_in_executor(None, proc.stop)
         status, body = await request
         assert await exit_code in (0, -signal.SIGTERM)  # uvicorn re-raises SIGTERM after its clean shutdown
