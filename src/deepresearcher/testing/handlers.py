@@ -51,9 +51,10 @@ def handler_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
 def wait_healthy(url: str, timeout_s: float = 60.0) -> None:
     """Block until ``GET url/healthz`` answers 200 (the environment is open), or raise TimeoutError."""
     deadline = time.monotonic() + timeout_s
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via an http_proxy
     while True:
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
+            with opener.open(url + "/healthz", timeout=2) as resp:
                 if resp.status == 200:
                     return
         except OSError:
