@@ -34,6 +34,7 @@ async def test_embedded_model_loads_and_answers(client):
     assert "Paris" in result.text
     assert result.prompt_tokens > 10 and 0 < result.completion_tokens <= 6
     assert embedded.load_embedded_model()[0] is client._lm  # loaded once per process
+    assert embedded.find_embedded_gguf().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @needs_smollm2
@@ -74,3 +75,4 @@ async def test_embedded_reader_extracts_a_fact_from_a_world_style_page(client):
                                           text=text, query="Cycaen Quezynd born year"))
     assert reader.prefill == "NOTES:" and reader.tokenizer is client.tokenizer
     assert len(notes) == 1 and "1986" in notes[0].text
+

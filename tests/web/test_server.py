@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sqlite3
+import subprocess
+import sys
 
 import aiohttp
 import pytest
@@ -162,3 +165,18 @@ def test_graceful_shutdown_finishes_in_flight_and_flushes_cache(web, tmp_path):
     assert status == 200 and body["results"][0]["error"] is None and body["results"][0]["title"] == "Slow"
     with sqlite3.connect(cache) as db:
         assert db.execute("SELECT COUNT(*) FROM records WHERE kind = 'fetch'").fetchone()[0] == 1
+
+
+def test_serve_on_a_taken_port_is_one_clear_error(tmp_path):
+    """`deepresearcher serve` on a port already in use exits with code 2 and one `Error:` line naming the fix."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "deepresearcher.cli.main", "serve", "--port", str(port)],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert done.returncode == 2
+    assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+    assert "Traceback" not in done.stderr

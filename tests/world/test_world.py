@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
+import pytest
 
 from deepresearcher.web.html import html_to_text
 from deepresearcher.world import TASK_TYPES, UNANSWERABLE_ANSWER, build_world, iter_pages, load_manifest, load_tasks
@@ -15,6 +16,12 @@ from deepresearcher.world import TASK_TYPES, UNANSWERABLE_ANSWER, build_world, i
 
 def _all_tasks(world: Path):
     return [t for split in ("train", "dev", "test") for t in load_tasks(world, split)]
+
+
+@pytest.fixture(scope="module")
+def page_texts(small_world: Path) -> dict[str, str]:
+    """Clean text of every page of the small world, by URL (extracted once for the module)."""
+    return {p["url"]: html_to_text(p["html"]) for p in iter_pages(small_world)}
 
 
 def test_same_seed_gives_byte_identical_files_across_processes(tmp_path: Path) -> None:
@@ -39,8 +46,8 @@ def test_every_task_type_is_generated_and_split(small_world: Path) -> None:
     assert len({t.question for t in tasks}) == len(tasks), "a question must not repeat across splits"
 
 
-def test_answerable_tasks_cite_pages_that_state_the_answer(small_world: Path) -> None:
-    pages = {p["url"]: html_to_text(p["html"]) for p in iter_pages(small_world)}
+def test_answerable_tasks_cite_pages_that_state_the_answer(small_world: Path, page_texts: dict[str, str]) -> None:
+    pages = page_texts
     for task in _all_tasks(small_world):
         if not task.answerable:
             continue
@@ -51,9 +58,9 @@ def test_answerable_tasks_cite_pages_that_state_the_answer(small_world: Path) ->
             assert any(any(s in pages[u] for s in stated) for u in last.evidence_urls), task.id
 
 
-def test_conflicting_sources_lose_to_the_reliable_majority(small_world: Path) -> None:
+def test_conflicting_sources_lose_to_the_reliable_majority(small_world: Path, page_texts: dict[str, str]) -> None:
     facts = {(f["subject"], f["relation"]): f for f in map(orjson.loads, (small_world / "knowledge.jsonl").open("rb"))}
-    pages = {p["url"]: html_to_text(p["html"]) for p in iter_pages(small_world)}
+    pages = page_texts
     conflicts = [t for t in _all_tasks(small_world) if t.type == "conflict"]
     assert conflicts
     for task in conflicts:
@@ -64,9 +71,9 @@ def test_conflicting_sources_lose_to_the_reliable_majority(small_world: Path) ->
         assert any(fact["wrong_value"] in pages[u].replace(",", "") for u in wrong_pages)
 
 
-def test_unanswerable_tasks_ask_for_facts_that_no_page_states(small_world: Path) -> None:
+def test_unanswerable_tasks_ask_for_facts_that_no_page_states(small_world: Path, page_texts: dict[str, str]) -> None:
     facts = {(f["subject"], f["relation"]): f for f in map(orjson.loads, (small_world / "knowledge.jsonl").open("rb"))}
-    texts = [html_to_text(p["html"]) for p in iter_pages(small_world)]
+    texts = list(page_texts.values())
     tasks = [t for t in _all_tasks(small_world) if t.type == "unanswerable"]
     assert tasks
     for task in tasks:

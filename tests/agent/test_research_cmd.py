@@ -1,0 +1,78 @@
+"""`deepresearcher research`: the live trace of a scripted episode, and the embedded model end to end offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from deepresearcher.agent.loop import run_rollouts
+from deepresearcher.agent.tools import ToolBox
+from deepresearcher.cli.research_cmd import TraceDisplay
+from deepresearcher.config import load_config
+from deepresearcher.generate.scripted import ScriptedGenerator
+from deepresearcher.web.environment import WebEnvironment
+
+DOCUMENTED_ENDS = {"answer", "max_turns", "context_budget", "format_error"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    from deepresearcher.web.local_world import ensure_world
+    from deepresearcher.world import load_tasks
+
+    config = load_config(None, ["world.size=tiny", f"cache_dir={tmp_path_factory.mktemp('cache')}"])
+    world_dir = ensure_world(config)
+    task = next(t for t in load_tasks(world_dir, "test") if t.answerable and len(t.chain) == 1)
+    return world_dir, config, task
+
+
+async def test_trace_shows_thoughts_searches_pages_notes_and_answer(world, qwen_tokenizer):
+    """The live display prints each step of a real-tools episode and the answer with the page that supports it."""
+    _, config, task = world
+    hop, gold = task.chain[0], task.answers[0]
+    tool = lambda name, args: json.dumps({"name": name, "arguments": args})  # noqa: E731
+    replies = [
+        f"I will look up {hop.subject}.</think>\n<tool_call>{tool('web_search', {'query': [hop.query]})}</tool_call>",
+        f"Open the page.</think>\n<tool_call>{tool('browse_webpage', {'url_list': hop.evidence_urls[:1]})}</tool_call>",
+        f"The page says {gold}.</think>\n<answer>{gold}</answer>",
+    ]
+    console = Console(record=True, width=200)
+    async with WebEnvironment.from_config(config) as env:
+        generator = ScriptedGenerator(qwen_tokenizer, replies)
+        [trajectory] = await run_rollouts([task], generator, ToolBox(env, config), qwen_tokenizer, config.agent,
+                                          on_event=TraceDisplay(console))
+    generator.assert_consumed()
+    text = console.export_text()
+    for expected in (f"I will look up {hop.subject}", f"search {hop.query}", f"open {hop.evidence_urls[0]}",
+                     f"notes from {hop.evidence_urls[0]}", "Turn 3", "Answer", f"✓ {hop.evidence_urls[0]}",
+                     "ended: answer"):
+        assert expected in text, expected
+    assert text.index("Turn 1") < text.index("notes from") < text.index("Answer")
+    assert trajectory.answer == gold
+
+
+def test_research_with_the_embedded_model_offline(world, request, tmp_path):
+    """The default policy (embedded SmolLM2) runs a whole episode offline, prints a trace, saves a token-exact trajectory.
+
+    The dequantized weights are kept in pytest's cache, so only the first run pays for the GGUF conversion.
+    """
+    from deepresearcher.agent.trajectory import load_trajectories
+    from deepresearcher.cli.main import app
+
+    world_dir, _, task = world
+    cache = request.config.cache.mkdir("deepresearcher-embedded") if request.config.cache else tmp_path / "cache"
+    saved = tmp_path / "trajectories.jsonl"
+    args = ["research", task.question, "--set", f"world.dir={world_dir}", "--set", f"cache_dir={cache}",
+            "--max-turns", "2", "--max-tokens", "12", "--temperature", "0", "--save", str(saved)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Question" in result.stdout and "Turn 1" in result.stdout and "Answer" in result.stdout
+    [trajectory] = load_trajectories(saved)
+    assert trajectory.termination in DOCUMENTED_ENDS and trajectory.turns
+    assert f"ended: {trajectory.termination}" in result.stdout
+    policy = [s for s in trajectory.segments if s.source == "policy"]
+    assert policy and all(len(s.token_ids) == len(s.logprobs) <= 12 for s in policy)
+    assert trajectory.metadata["exact_tokens"] is True

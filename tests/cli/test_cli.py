@@ -1,0 +1,63 @@
+"""The ``deepresearcher`` command, run as a user runs it (a real subprocess through the entry point)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "deepresearcher.cli.main", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"}, cwd=cwd, timeout=300)
+
+
+def test_world_build_then_search_and_browse_it(tmp_path: Path) -> None:
+    out = tmp_path / "w"
+    built = run("world", "build", "--seed", "5", "--size", "tiny", "--out", str(out))
+    assert built.returncode == 0, built.stderr
+    assert (out / "pages.jsonl").is_file() and (out / "tasks" / "test.jsonl").is_file()
+    task = orjson.loads((out / "tasks" / "test.jsonl").read_bytes().splitlines()[0])
+    found = run("search", task["chain"][0]["query"], "--index", str(out / "index"), "--top-k", "3", "--json")
+    assert found.returncode == 0, found.stderr
+    [result] = json.loads(found.stdout)
+    assert result["search_query"] == task["chain"][0]["query"] and len(result["web_page_info_list"]) == 3
+    url = task["evidence_urls"][0]
+    read = run("browse", url, "--question", task["question"], "--index", str(out / "index"), "--json")
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout)[0]["url"] == url
+
+
+def test_index_build_reports_bad_lines(tmp_path: Path) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"url": "u1", "title": "A", "text": "alpha"}\n{"title": "no url"}\n')
+    built = run("index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "i"))
+    assert built.returncode == 0, built.stderr
+    assert "skipped line 2" in built.stdout and "Indexed 1 documents" in built.stdout
+
+
+def test_search_uses_the_default_world_with_no_flags(tmp_path: Path) -> None:
+    """With no index and no config, the default world is built on first use in the cache directory."""
+    found = run("search", "population", "--json", "--set", f"cache_dir={tmp_path}", "--set", "world.size=tiny")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)[0]["web_page_info_list"]
+    assert list((tmp_path / "worlds").glob("seed7-tiny-v*/index"))
+
+
+def test_known_errors_print_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = run("search", "x", "--index", str(tmp_path / "none"))
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("Error: No search index") and "Traceback" not in missing.stderr
+    typo = run("search", "x", "--set", "search.topk=3")
+    assert typo.returncode == 2 and "search.topk: unknown key" in typo.stderr
+
+
+def test_bench_search_prints_json(tmp_path: Path) -> None:
+    result = run("bench", "search", "--docs", "2000", "--queries", "50", cwd=Path(__file__).parents[2])
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["documents"] == 2000 and report["latency_ms_p50"] > 0

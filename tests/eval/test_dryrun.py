@@ -1,0 +1,47 @@
+"""``eval --dry-run``: every row of DeepResearcher's dev parquet validates; bad rows are all reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from deepresearcher.cli.main import app
+from deepresearcher.config import Config
+from deepresearcher.eval.dryrun import dry_run
+
+DEV = Path("/work/shared/datasets/deepresearcher/dev.parquet")
+
+
+@pytest.mark.skipif(not DEV.is_file(), reason="DeepResearcher's dev parquet is not on this machine")
+def test_dry_run_validates_all_875_dev_rows(tmp_path):
+    """The CLI reads all 875 rows (125 per benchmark), finds no problem, runs no model, writes nothing."""
+    result = CliRunner().invoke(app, ["eval", "--data", str(DEV), "--dry-run", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["ok"] and report["rows"] == report["valid"] == 875
+    assert report["per_benchmark"] == {b: 125 for b in ("nq", "tq", "hotpotqa", "2wiki", "musique", "popqa", "bamboogle")}
+    assert not (tmp_path / "x").exists()
+
+
+def test_dry_run_reports_every_bad_row(tmp_path):
+    """Rows without a question or gold, and repeated ids, are each named; the exit code is 1."""
+    rows = [
+        {"id": "a", "question": "Q one?", "golden_answers": ["x"]},
+        {"id": "b", "question": "", "golden_answers": ["x"]},
+        {"id": "c", "question": "Q three?", "golden_answers": []},
+        {"id": "a", "question": "Q four?", "golden_answers": ["y"]},
+        {"id": "d", "question": "Q five?", "golden_answers": ["the"]},
+    ]
+    path = tmp_path / "nq.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    report = dry_run(Config(), path)
+    assert (report.rows, report.valid) == (5, 3)
+    text = " ".join(report.problems)
+    assert "row 1" in text and "row 2" in text and "appears 2 times" in text and "survives normalization" in text
+    assert not report.ok
+    result = CliRunner().invoke(app, ["eval", "--data", str(path), "--dry-run", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1

@@ -1,0 +1,59 @@
+"""One typed config: YAML plus dotted overrides, every problem reported at once with a fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deepresearcher.config import Config, apply_override, dump_config, load_config
+from deepresearcher.errors import ConfigError
+
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+
+
+def test_defaults_and_dotted_overrides_parse_yaml_values() -> None:
+    config = load_config(overrides=["search.top_k=5", "browse.only_searched_urls=true", "world.size=tiny"])
+    assert (config.search.top_k, config.browse.only_searched_urls, config.world.size) == (5, True, "tiny")
+    assert load_config().search.top_k == 10
+
+
+def test_all_problems_are_reported_together_with_their_keys(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("search:\n  top_k: 0\n  topk: 3\nworld:\n  size: huge\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "3 problem(s)" in message
+    assert "search.top_k" in message and "search.topk: unknown key" in message and "world.size" in message
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("search.top_k", "not of the form"),
+    ("search.top_k.deep=1", "is a value, not a section"),
+])
+def test_malformed_overrides_say_what_form_is_expected(override: str, message: str) -> None:
+    data = {"search": {"top_k": 3}}
+    with pytest.raises(ConfigError, match=message):
+        apply_override(data, override)
+
+
+def test_missing_and_non_mapping_files_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(tmp_path / "list.yaml")
+
+
+def test_resolved_config_round_trips_and_hash_tracks_changes(tmp_path: Path) -> None:
+    config = load_config(overrides=["search.top_k=7"])
+    (tmp_path / "resolved.yaml").write_text(dump_config(config))
+    again = load_config(tmp_path / "resolved.yaml")
+    assert again == config and again.config_hash() == config.config_hash()
+    assert load_config().config_hash() != config.config_hash()
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_config_loads_and_validates(path: Path) -> None:
+    assert isinstance(load_config(path), Config)
