@@ -407,8 +407,39 @@ class TrainConfig(Section):
     bf16: bool = Field(False, description="Train in bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
     eval_tasks: int = Field(1000, ge=1, description="Held-out test tasks evaluated before and after RL (quickstart).")
+    compact_prompt: bool = Field(
+        False,
+        description="Use a one-line system turn instead of the paper's instructions and tool schemas: for "
+        "from-scratch models that learn the protocol by SFT (saves hundreds of tokens per episode).",
+    )
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
+
+
+class EvalConfig(Section):
+    """``deepresearcher eval``: which questions, how they are decoded, and who judges the answers."""
+
+    benchmarks: list[str] = Field(
+        default_factory=lambda: ["nq", "tq", "hotpotqa", "2wiki", "musique", "bamboogle", "popqa"],
+        description="Benchmarks to run, each `name` or `name:split` (e.g. `hotpotqa:flashrag_dev`); `world` is "
+        "the synthetic world's test split.",
+    )
+    split: str = Field("test", description="Split of a benchmark named without one (`test`: DeepResearcher's sets).")
+    data_dir: Path | None = Field(
+        None, description="Folder of the local benchmark files. Default: $DEEPRESEARCHER_DATA_DIR."
+    )
+    limit: int | None = Field(None, ge=1, description="Questions per benchmark at most (the first ones); null: all.")
+    samples: int = Field(1, ge=1, description="Rollouts per question (k of pass@k and mean@k).")
+    temperature: float = Field(
+        0.0, ge=0.0, description="Sampling temperature of eval rollouts (replaces agent.temperature); 0 is greedy."
+    )
+    seed: int = Field(0, description="Base seed; sample i of every question asks the generator for seed + i.")
+    concurrency: int = Field(16, ge=1, description="Rollouts in flight at once.")
+    judge: LLMClientConfig | None = Field(
+        None,
+        description="The judge model (any chat client; e.g. kind openai with a served model). Null: no model "
+        "judge, and the judge column is left empty.",
+    )
 
 
 class Config(Section):
@@ -426,6 +457,7 @@ class Config(Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     backends: BackendsConfig = Field(default_factory=BackendsConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
     cache_dir: Path | None = Field(
         None, description="Root of deepresearcher's cache (worlds, indexes). Default: the platform user cache dir."
     )

@@ -1,0 +1,371 @@
+"""``deepresearcher eval``: rollouts on benchmark questions, scored, written as they finish, then reported.
+
+One output folder, no renaming between steps::
+
+    <out>/config.yaml          the resolved config of the first run (reruns must match it to resume)
+    <out>/trajectories.jsonl   one scored rollout per line, appended the moment it ends
+    <out>/metrics.json         the table, every number with its settings (see ``report.py``)
+    <out>/report.md            the table as Markdown
+    <out>/report.html          the table plus every trajectory as a conversation (``viewer.py``)
+
+Resume: a rerun reads ``trajectories.jsonl`` and runs only the (benchmark, task id, sample) keys that
+are not there yet; a line torn by a kill is cut off first. A rerun with different settings that change
+answers (policy, search, reader, decoding, judge) is refused instead of mixing two evals in one table.
+
+Any generator of ``agent.policy`` works (embedded SmolLM2, a checkpoint directory, vLLM, an
+OpenAI-compatible server); decoding follows ``eval.temperature`` (0: greedy) and sample ``i`` of every
+question asks the generator for seed ``eval.seed + i`` (servers honour it; local transformers
+generators draw from their own seeded generator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from deepresearcher.config import Config, dump_config
+from deepresearcher.data import QATask, load_benchmark, load_file
+from deepresearcher.errors import ConfigError, DataError
+from deepresearcher.generate.base import GenerationResult, Generator, SamplingParams
+
+__all__ = [
+    "TRAJECTORIES",
+    "EvalResult",
+    "data_file_split",
+    "load_eval_tasks",
+    "read_records",
+    "report_meta",
+    "run_eval",
+    "score_trajectory",
+]
+
+logger = logging.getLogger(__name__)
+
+TRAJECTORIES = "trajectories.jsonl"
+WORLD = "world"
+
+RecordCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class EvalResult:
+    """What an eval produced: where, how many rollouts ran now and in total, and the summary."""
+
+    out: Path
+    ran: int
+    total: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+
+
+def _world_tasks(config: Config, split: str, limit: int | None) -> list[QATask]:
+    from deepresearcher.web.local_world import ensure_world
+    from deepresearcher.world import load_tasks
+
+    tasks = load_tasks(ensure_world(config), split)[:limit]
+    return [
+        QATask(id=t.id, source=WORLD, question=t.question, golds=t.answers, split=split,
+               metadata={"type": t.type, "answerable": t.answerable})
+        for t in tasks
+    ]
+
+
+def load_eval_tasks(config: Config, data_file: str | Path | None = None) -> dict[str, list[QATask]]:
+    """Tasks per benchmark label, in ``eval.benchmarks`` order.
+
+    A label is a benchmark name, or ``name:split`` when the split is not ``eval.split``. With
+    ``data_file`` (a file of several benchmarks, e.g. DeepResearcher's parquet) the rows are grouped by
+    their source and ``eval.benchmarks`` selects among them (all of them when it is left at its default).
+    """
+    ev = config.eval
+    if data_file is not None:
+        tasks = load_file(data_file, split=data_file_split(config, data_file))
+        grouped: dict[str, list[QATask]] = {}
+        for task in tasks:
+            grouped.setdefault(task.source, []).append(task)
+        wanted = [b.split(":")[0] for b in ev.benchmarks]
+        keep = [b for b in wanted if b in grouped] if "benchmarks" in ev.model_fields_set else list(grouped)
+        return {b: grouped[b][: ev.limit] for b in keep}
+    out: dict[str, list[QATask]] = {}
+    for spec in ev.benchmarks:
+        name, _, split = spec.strip().partition(":")
+        label = spec.strip() if split and split != ev.split else name
+        split = split or ev.split
+        if name == WORLD:
+            out[label] = _world_tasks(config, "test" if split == ev.split == "test" else split, ev.limit)
+        else:
+            out[label] = load_benchmark(name, split, limit=ev.limit, data_dir=ev.data_dir)
+        if not out[label]:
+            raise DataError(f"Benchmark {spec!r} has no questions; check its split and data files.")
+    return out
+
+
+def data_file_split(config: Config, data_file: str | Path) -> str:
+    """The split label of a data file's rows: ``eval.split`` when set explicitly, else the file's stem (dev.parquet: dev)."""
+    return config.eval.split if "split" in config.eval.model_fields_set else Path(data_file).stem
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+def _key(benchmark: str, task_id: str, sample: int) -> tuple[str, str, int]:
+    return (benchmark, task_id, sample)
+
+
+def read_records(path: str | Path, *, repair: bool = False) -> list[dict[str, Any]]:
+    """Scored rollouts of a trajectories file; a torn last line (a kill mid-write) is skipped or cut off."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    records = []
+    good_end = 0
+    for line in data.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break
+        try:
+            records.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            break
+        good_end += len(line)
+    if good_end < len(data):
+        logger.warning("%s: %d bytes of a torn last record %s", path, len(data) - good_end,
+                       "cut off" if repair else "ignored")
+        if repair:
+            with path.open("r+b") as handle:
+                handle.truncate(good_end)
+    return records
+
+
+def _settings_hash(config: Config) -> str:
+    """Hash of the settings that change answers; a resumed eval must share it (limit, list, k may grow)."""
+    data = config.model_dump(mode="json")
+    for key in ("limit", "benchmarks", "concurrency", "samples", "data_dir"):
+        data["eval"].pop(key, None)
+    for key in ("max_concurrent_generations", "max_concurrent_tools", "max_batch_size", "batch_wait_ms"):
+        data["agent"].pop(key, None)
+    data.pop("cache", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
+    """The settings every reported number carries."""
+    judge = config.eval.judge
+    index = config.search.index
+    return {
+        "date": date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config_hash": config.config_hash(),
+        "policy": config.agent.policy + (f" ({config.agent.policy_model})" if config.agent.policy_model else ""),
+        "search_backend": config.search.backend,
+        "search_index": str(index) if index else ("default world" if config.search.backend == "local" else None),
+        "top_k": config.search.top_k,
+        "reader": config.browse.reader + (f" ({config.reader_llm.kind})" if config.browse.reader == "llm" else ""),
+        "judge_model": (judge.model or judge.kind) if judge else None,
+        "samples": config.eval.samples,
+        "temperature": config.eval.temperature,
+        "seed": config.eval.seed,
+        "max_turns": config.agent.max_turns,
+        "max_tokens_per_turn": config.agent.max_tokens_per_turn,
+        "context_budget": config.agent.context_budget,
+    }
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+
+
+async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
+    """The scored record of one rollout: metrics, format check, judge verdict, reward."""
+    from deepresearcher.reward import answer_metrics, check_format, is_unanswerable, score
+
+    texts = [turn.text for turn in trajectory.turns]
+    check = check_format(texts)
+    answer = trajectory.answer
+    phrases = config.reward.unanswerable_phrases
+    unanswerable = task.metadata.get("answerable") is False or is_unanswerable(task.golds, phrases)
+    metrics = answer_metrics(answer, task.golds, unanswerable=unanswerable, phrases=phrases)
+    verdict: dict[str, Any] | None = None
+    if judge is not None:
+        if unanswerable:
+            verdict = {"correct": bool(metrics["em"]), "by": "unanswerable", "reply": ""}
+        else:
+            verdict = (await judge.judge(task.question, answer, task.golds)).to_dict()
+    return {
+        **metrics,
+        "judge": None if verdict is None else float(verdict["correct"]),
+        "judge_by": None if verdict is None else verdict["by"],
+        "judge_reply": None if verdict is None else verdict["reply"],
+        "format_ok": check.ok,
+        "format_reason": check.reason,
+        "reward": score(answer, task.golds, check.ok, config=config.reward, unanswerable=unanswerable),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- rollouts
+
+
+class _SeededGenerator:
+    """A generator view that asks for one seed on every request of its samples (servers honour it)."""
+
+    def __init__(self, inner: Generator, seed: int) -> None:
+        self.inner, self.seed = inner, seed
+        self.exact_tokens = getattr(inner, "exact_tokens", True)
+        self.max_context = getattr(inner, "max_context", None)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        if params.seed is None and params.temperature > 0:
+            params = params.model_copy(update={"seed": self.seed})
+        return await self.inner.generate(prompt_ids, params)
+
+    async def aclose(self) -> None:  # the shared generator is closed once, by the runner
+        return None
+
+
+def _eval_config(config: Config) -> Config:
+    if config.eval.samples > 1 and config.eval.temperature == 0:
+        raise ConfigError(
+            f"eval.samples={config.eval.samples} with eval.temperature=0 gives {config.eval.samples} identical "
+            "greedy rollouts; set eval.temperature (e.g. 1.0) for pass@k, or eval.samples=1."
+        )
+    return config.model_copy(
+        update={"agent": config.agent.model_copy(update={"temperature": config.eval.temperature})}, deep=True
+    )
+
+
+def _prepare_out(out: Path, config: Config) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "config.yaml"
+    stamp = out / ".settings"
+    settings = _settings_hash(config)
+    if stamp.is_file() and stamp.read_text().strip() != settings and (out / TRAJECTORIES).is_file():
+        raise ConfigError(
+            f"{out} holds an eval with other settings (policy, search, reader, decoding or judge differ from "
+            f"{saved}); pass a new --out, or the same config to resume it."
+        )
+    stamp.write_text(settings + "\n")
+    saved.write_text(dump_config(config), encoding="utf-8")
+
+
+async def _run_pending(
+    config: Config,
+    pending: list[tuple[str, QATask, int]],
+    path: Path,
+    on_record: RecordCallback | None,
+) -> int:
+    from deepresearcher.agent.loop import RolloutEngine, RolloutTask
+    from deepresearcher.agent.template import ChatTemplate
+    from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
+    from deepresearcher.generate.factory import make_policy
+    from deepresearcher.web.environment import WebEnvironment
+
+    judge = None
+    if config.eval.judge is not None:
+        from deepresearcher.eval.judge import Judge
+        from deepresearcher.llm import make_chat_client
+
+        judge_cache = None
+        if config.cache.mode != "off":
+            from deepresearcher.web.cache import WebCache
+
+            judge_cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
+        judge = Judge(make_chat_client(config.eval.judge), cache=judge_cache,
+                      model_name=config.eval.judge.model or config.eval.judge.kind)
+    generator, tokenizer = make_policy(config)
+    agent_cfg = config.agent
+    max_context = getattr(generator, "max_context", None)
+    if max_context and agent_cfg.context_budget > max_context:
+        agent_cfg = agent_cfg.model_copy(update={"context_budget": max_context})
+    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+    slots = asyncio.Semaphore(config.eval.concurrency)
+    ran = 0
+    handle = path.open("ab")
+    try:
+        async with WebEnvironment.from_config(config) as env:
+            toolbox = ToolBox(env, config)
+            engines = {
+                sample: RolloutEngine(_SeededGenerator(generator, config.eval.seed + sample), toolbox, template, agent_cfg)
+                for sample in sorted({s for _, _, s in pending})
+            }
+
+            async def one(benchmark: str, task: QATask, sample: int) -> None:
+                nonlocal ran
+                async with slots:
+                    trajectory = await engines[sample].run(
+                        RolloutTask(task_id=task.id, question=task.question, golds=task.golds,
+                                    metadata={"benchmark": benchmark, "sample": sample})
+                    )
+                    scored = await score_trajectory(trajectory, task, judge, config)
+                record = {
+                    "benchmark": benchmark, "task_id": task.id, "sample": sample,
+                    "seed": config.eval.seed + sample, "split": task.split, "question": task.question,
+                    "golds": task.golds, "answer": trajectory.answer, "termination": trajectory.termination,
+                    "turns": len(trajectory.turns), "seconds": trajectory.metadata.get("seconds", 0.0),
+                    **scored, "trajectory": trajectory.model_dump(mode="json"),
+                }
+                handle.write(orjson.dumps(record) + b"\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+                ran += 1
+                if on_record is not None:
+                    on_record(record)
+
+            jobs = [asyncio.ensure_future(one(*item)) for item in pending]
+            try:
+                await asyncio.gather(*jobs)
+            finally:
+                for job in jobs:
+                    job.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+    finally:
+        handle.close()
+        await generator.aclose()
+        if judge is not None:
+            await judge.aclose()
+            if judge.cache is not None:
+                await judge.cache.aclose()
+    return ran
+
+
+def run_eval(
+    config: Config,
+    out: str | Path,
+    *,
+    data_file: str | Path | None = None,
+    on_record: RecordCallback | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+) -> EvalResult:
+    """Run (or resume) an eval into ``out`` and write its metrics and reports.
+
+    ``on_start(pending, total)`` is called once the work is known; ``on_record(record)`` after each rollout.
+    """
+    from deepresearcher.eval.report import write_reports
+
+    config = _eval_config(config)
+    out = Path(out)
+    tasks = load_eval_tasks(config, data_file)
+    _prepare_out(out, config)
+    path = out / TRAJECTORIES
+    done = {_key(r["benchmark"], r["task_id"], r["sample"]) for r in read_records(path, repair=True)}
+    wanted = [(b, t, s) for b, ts in tasks.items() for t in ts for s in range(config.eval.samples)]
+    pending = [item for item in wanted if _key(item[0], item[1].id, item[2]) not in done]
+    if on_start is not None:
+        on_start(len(pending), len(wanted))
+    logger.info("eval: %d rollouts to run, %d already done", len(pending), len(wanted) - len(pending))
+    ran = asyncio.run(_run_pending(config, pending, path, on_record)) if pending else 0
+    keys = {_key(b, t.id, s) for b, t, s in wanted}
+    records = list({
+        key: r for r in reversed(read_records(path)) if (key := _key(r["benchmark"], r["task_id"], r["sample"])) in keys
+    }.values())[::-1]
+    metrics = write_reports(out, records, config, order=list(tasks))
+    return EvalResult(out=out, ran=ran, total=len(wanted), metrics=metrics)
