@@ -11,12 +11,15 @@ import pytest
 from deepresearcher.agent.loop import RolloutTask, run_rollouts
 from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
-from deepresearcher.agent.trajectory import Trajectory, load_trajectories, save_trajectories
+from deepresearcher.agent.trajectory import (
+    Trajectory,
+    load_trajectories,
+    save_trajectories,
+)
 from deepresearcher.config import AgentConfig, load_config
 from deepresearcher.generate.base import GenerationResult, SamplingParams
 from deepresearcher.generate.scripted import ScriptedGenerator, key_by_text
 from deepresearcher.web.environment import WebEnvironment
-
 
 
 @pytest.fixture(scope="module")

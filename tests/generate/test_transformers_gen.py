@@ -8,10 +8,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from deepresearcher.config import TinyModelConfig  # noqa: E402
-from deepresearcher.generate.base import SamplingParams  # noqa: E402
-from deepresearcher.generate.transformers_gen import TransformersGenerator  # noqa: E402
-from deepresearcher.train.tiny_model import build_tiny_checkpoint  # noqa: E402
+from deepresearcher.config import TinyModelConfig
+from deepresearcher.generate.base import SamplingParams
+from deepresearcher.generate.transformers_gen import TransformersGenerator
+from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
 TEXTS = ["the capital of freedonia is fredville", "search the web and browse pages", "who wrote the book"] * 20
 
@@ -30,7 +30,7 @@ def generator(checkpoint):
 
 
 def prompts(generator) -> list[list[int]]:
-    encode = lambda text: generator.tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    encode = lambda text: generator.tokenizer(text, add_special_tokens=False)["input_ids"]
     return [encode("who wrote"), encode("the capital of freedonia is the city of"), encode("search")]
 
 

@@ -33,7 +33,12 @@ from pydantic import BaseModel, Field
 
 from deepresearcher.agent.parsing import ParsedTurn, parse_turn
 from deepresearcher.agent.template import ChatTemplate
-from deepresearcher.agent.trajectory import Segment, ToolCallRecord, Trajectory, TurnRecord
+from deepresearcher.agent.trajectory import (
+    Segment,
+    ToolCallRecord,
+    Trajectory,
+    TurnRecord,
+)
 from deepresearcher.config import AgentConfig
 from deepresearcher.generate.base import Generator, SamplingParams
 
@@ -223,7 +228,7 @@ class RolloutEngine:
             async with self._tool_slots:
                 outcome = await self.toolbox.call(record.name, record.arguments, rollout.context)
             record.observation, record.error, text = outcome.raw, outcome.error, outcome.text
-        except Exception as exc:  # a tool bug must not kill the other rollouts; the model sees the failure
+        except Exception as exc:  # noqa: BLE001 - a tool bug must not kill other rollouts; the model sees it
             logger.warning("tool %s failed: %r", record.name, exc)
             record.error = f"{type(exc).__name__}: {exc}"
             text = f"Error: the tool {record.name} failed ({record.error}). Try again or try something else."

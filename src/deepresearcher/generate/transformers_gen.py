@@ -83,7 +83,10 @@ class TransformersGenerator:
 
         ``cache_dir`` keeps the dequantized weights and tokenizer, so loads after the first are fast.
         """
-        from deepresearcher.generate.embedded import load_smollm2_model, load_smollm2_tokenizer
+        from deepresearcher.generate.embedded import (
+            load_smollm2_model,
+            load_smollm2_tokenizer,
+        )
 
         return cls(load_smollm2_model(cache_dir=cache_dir), load_smollm2_tokenizer(cache_dir), **kwargs)
 
