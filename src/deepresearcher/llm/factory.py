@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from deepresearcher.config import LLMClientConfig
 from deepresearcher.llm.base import ChatClient
 
 
-def make_chat_client(config: LLMClientConfig) -> ChatClient:
-    """An ``openai``, ``local`` or ``embedded`` client for ``config`` (e.g. ``Config.reader_llm``)."""
+def make_chat_client(config: LLMClientConfig, cache_dir: Path | None = None) -> ChatClient:
+    """An ``openai``, ``local`` or ``embedded`` client for ``config`` (e.g. ``Config.reader_llm``).
+
+    ``cache_dir`` (``Config.resolved_cache_dir()``) is where the embedded model keeps its fp32 conversion.
+    """
     if config.kind == "openai":
         from deepresearcher.llm.openai_compat import OpenAIChatClient
 
@@ -18,4 +23,4 @@ def make_chat_client(config: LLMClientConfig) -> ChatClient:
         return LocalChatClient.from_config(config)
     from deepresearcher.llm.embedded import embedded_chat_client
 
-    return embedded_chat_client(config)
+    return embedded_chat_client(config, cache_dir=cache_dir)

@@ -22,6 +22,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from deepresearcher.config import ReaderLLMConfig
@@ -193,9 +194,11 @@ class LLMReader:
         }
 
     @classmethod
-    def from_config(cls, config: ReaderLLMConfig, client: ChatClient | None = None) -> LLMReader:
+    def from_config(
+        cls, config: ReaderLLMConfig, client: ChatClient | None = None, cache_dir: Path | None = None
+    ) -> LLMReader:
         """The reader of ``Config.reader_llm``; local models chunk by their own tokens and get a prefill."""
-        client = client or make_chat_client(config)
+        client = client or make_chat_client(config, cache_dir=cache_dir)
         local = config.kind in ("local", "embedded")
         return cls(
             client, chunk_tokens=config.chunk_tokens, max_chunks=config.max_chunks,
