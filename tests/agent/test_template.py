@@ -89,3 +89,13 @@ def test_tokenizer_without_chat_template_is_a_clear_error(qwen_tokenizer):
     bare.chat_template = None
     with pytest.raises(ChatTemplateError, match="no chat template"):
         ChatTemplate(bare, TOOLS)
+
+
+def test_replacing_the_system_turn_rebuilds_the_cached_prompt(qwen_tokenizer):
+    """Setting ``system`` after construction changes every later prompt (the cached shared part follows)."""
+    template = ChatTemplate(qwen_tokenizer, TOOLS)
+    template.system = "Be brief."
+    text = template.prompt_text("Q?")
+    assert "Be brief." in text and "Today is" not in text
+    assert template.prompt_ids("Q?") == template.encode(text)
+    assert ChatTemplate(qwen_tokenizer, TOOLS, system="Be brief.").prompt_text("Q?") == text

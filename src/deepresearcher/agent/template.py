@@ -30,7 +30,11 @@ _PLACEHOLDER = "@@DR_ASSISTANT_CONTENT@@"
 class ChatTemplate:
     """The policy's chat template, bound to our tools and prompt."""
 
-    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], *, today: dt.date | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, tools: list[dict[str, Any]], *, today: dt.date | None = None, system: str | None = None
+    ) -> None:
+        """``system`` replaces the default system turn (the paper's prompt, dated ``today``, plus the tool
+        schemas when the template does not render them itself)."""
         template = getattr(tokenizer, "chat_template", None)
         if not template:
             name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
@@ -42,8 +46,17 @@ class ChatTemplate:
         self.tools = tools
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         self.supports_tools = "tools" in (template if isinstance(template, str) else str(template))
-        system = system_prompt(today)
-        self.system = system if self.supports_tools else system + tools_section(tools)
+        default = system_prompt(today)
+        self.system = system if system is not None else default if self.supports_tools else default + tools_section(tools)
+
+    @property
+    def system(self) -> str:
+        """The system turn. Setting it re-derives every cached piece (tool-turn delta, shared prompt ids)."""
+        return self._system
+
+    @system.setter
+    def system(self, value: str) -> None:
+        self._system = value
         self._close_text, self._observation_head, self._observation_tail = self._find_tool_turn()
         self._prompt_split: tuple[str, str] | None = None
         self._prompt_split = self._split_prompt()
