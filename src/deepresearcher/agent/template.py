@@ -45,6 +45,11 @@ class ChatTemplate:
         self.tokenizer = tokenizer
         self.tools = tools
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
+        probe = " Probe:\n<tool_call>{\"a\": [1]}</tool_call> text"
+        if self._backend is not None and self._backend.encode(probe, add_special_tokens=False).ids != list(
+            tokenizer(probe, add_special_tokens=False)["input_ids"]
+        ):
+            self._backend = None  # the Python wrapper does something the Rust tokenizer does not; use the wrapper
         self.supports_tools = "tools" in (template if isinstance(template, str) else str(template))
         default = system_prompt(today)
         self.system = system if system is not None else default if self.supports_tools else default + tools_section(tools)
