@@ -15,6 +15,7 @@ update on-policy. Everything the run writes goes to ``runs/<name>/`` (see ``run_
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from collections.abc import Callable
@@ -290,7 +291,14 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     """The resolved plan of a run, checked without loading a model (``--dry-run``)."""
     cfg = config.train
     check_batch_shape(cfg)
+    if config.agent.temperature <= 0:
+        raise ConfigError("GRPO needs sampled rollouts: set agent.temperature > 0 (the paper uses 1.0).")
     rollouts = cfg.prompts_per_step * cfg.group_size
+    warnings = []
+    if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
+        warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
+    if (cfg.use_vllm or cfg.bf16) and not _cuda_available():
+        warnings.append("this recipe expects a CUDA GPU (use_vllm/bf16); none is visible on this machine.")
     return {
         "run_dir": str(cfg.runs_dir / cfg.run_name),
         "model": model or cfg.model or "(quickstart tiny model)",
@@ -303,6 +311,7 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "device": "cuda" if _cuda_available() else "cpu",
         "tensorboard": _tensorboard_installed(),
         "config_hash": config.config_hash(),
+        "warnings": warnings,
     }
 
 

@@ -1,0 +1,131 @@
+"""The bridge between training and the agent: episodes against the real tools, and their rewards.
+
+``WorldRollouts`` owns one environment and toolbox for a whole run (built once, used by every
+step) and one event loop, so async resources stay bound to a single loop across steps. It collects
+policy episodes with the live model (``collect``) and the oracle's episodes for SFT
+(``oracle_episodes``, ``replay``),
+both through the same rollout engine and chat template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from deepresearcher.agent.template import THINK_OPEN, ChatTemplate
+from deepresearcher.agent.trajectory import Trajectory
+from deepresearcher.config import Config
+from deepresearcher.reward import answer_metrics, check_format, score
+
+logger = logging.getLogger(__name__)
+
+# A from-scratch model learns the protocol from SFT, not from instructions; a one-line system turn
+# keeps every episode (and so every rollout and every training step) several hundred tokens shorter.
+COMPACT_SYSTEM_PROMPT = "Research the question with web_search and browse_webpage, then answer."
+
+
+def make_template(tokenizer: Any, compact_prompt: bool) -> ChatTemplate:
+    """The agent's chat template for ``tokenizer``; with ``compact_prompt`` the system turn is one line."""
+    from deepresearcher.agent.tools import TOOL_SCHEMAS
+
+    template = ChatTemplate(tokenizer, list(TOOL_SCHEMAS))
+    if compact_prompt:
+        template.system = COMPACT_SYSTEM_PROMPT
+    return template
+
+
+def task_dict(task: Any) -> dict[str, Any]:
+    """A world ``Task`` (or a dict) as the plain dict the trainer keys by id."""
+    if isinstance(task, dict):
+        return task
+    return task.to_dict()
+
+
+def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Config) -> dict[str, float]:
+    """Reward (the paper's: −1 on broken format) plus the evaluation metrics of one episode."""
+    check = check_format([THINK_OPEN + turn.text for turn in trajectory.turns])
+    unanswerable = not task.get("answerable", True)
+    golds = list(task.get("answers", []))
+    reward = score(trajectory.answer, golds, check.ok, config=config.reward, unanswerable=unanswerable)
+    metrics = answer_metrics(trajectory.answer if check.ok else None, golds, unanswerable=unanswerable)
+    return {
+        "reward": reward,
+        "f1": metrics["f1"],
+        "em": metrics["em"],
+        "format_error": 0.0 if check.ok else 1.0,
+        "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
+    }
+
+
+class WorldRollouts:
+    """Episodes of a policy (or the oracle) against the configured environment."""
+
+    def __init__(self, config: Config, *, seed: int = 0) -> None:
+        from deepresearcher.agent.tools import ToolBox
+        from deepresearcher.web.environment import WebEnvironment
+
+        self.config = config
+        self.compact_prompt = config.train.compact_prompt
+        self.seed = seed
+        self.loop = asyncio.new_event_loop()
+        self.env = WebEnvironment.from_config(config)
+        self.toolbox = ToolBox(self.env, config)
+        self.calls = 0
+
+    def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any) -> list[Trajectory]:
+        """One episode per task with ``model``'s current weights, in task order."""
+        from deepresearcher.agent.loop import run_rollouts
+        from deepresearcher.train.sampler import LocalBatchedGenerator
+
+        self.calls += 1
+        generator = LocalBatchedGenerator(
+            model, tokenizer, max_batch=max(len(tasks), 1), seed=self.seed * 100_003 + self.calls
+        )
+        template = make_template(tokenizer, self.compact_prompt)
+        return self.loop.run_until_complete(
+            run_rollouts(tasks, generator, self.toolbox, tokenizer, self.config.agent, template=template)
+        )
+
+    def oracle_episodes(self, tasks: list[dict[str, Any]]) -> list[Any]:
+        """The scripted oracle's episodes (assistant turns and observations as text) for ``tasks``."""
+        from deepresearcher.agent.oracle import OracleResearcher
+        from deepresearcher.world import Task
+
+        researcher = OracleResearcher(self.toolbox)
+
+        async def run_all() -> list[Any]:
+            return list(await asyncio.gather(*(researcher.run(Task.from_dict(t)) for t in tasks)))
+
+        return self.loop.run_until_complete(run_all())
+
+    def replay(self, tasks: list[dict[str, Any]], episodes: list[Any], tokenizer: Any) -> list[Trajectory]:
+        """Oracle episodes replayed through the rollout engine as token-level trajectories (SFT data).
+
+        The engine tokenizes each oracle turn as if sampled and appends the real tools' observations,
+        so SFT data has exactly the layout RL rollouts have.
+        """
+        from deepresearcher.agent.loop import run_rollouts
+        from deepresearcher.generate.scripted import ScriptedGenerator
+
+        template = make_template(tokenizer, self.compact_prompt)
+        agent = self.config.agent.model_copy(update={"max_turns": max(self.config.agent.max_turns, 32)})
+
+        async def one(task: dict[str, Any], episode: Any) -> Trajectory:
+            generator = ScriptedGenerator(tokenizer, [_strip_think(turn.assistant) for turn in episode.turns])
+            (trajectory,) = await run_rollouts([task], generator, self.toolbox, tokenizer, agent, template=template)
+            return trajectory
+
+        async def run_all() -> list[Trajectory]:
+            return list(await asyncio.gather(*(one(t, e) for t, e in zip(tasks, episodes, strict=True))))
+
+        return self.loop.run_until_complete(run_all())
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.env.aclose())
+        self.loop.close()
+
+
+def _strip_think(text: str) -> str:
+    """The engine's prompt already ends with ``<think>``, so a turn's text starts right after it."""
+    return text[len(THINK_OPEN) :] if text.startswith(THINK_OPEN) else text

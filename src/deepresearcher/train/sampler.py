@@ -1,0 +1,148 @@
+"""An in-process policy generator over a live ``transformers`` model, batching concurrent rollouts.
+
+GRPO samples with the weights being trained, so the generator wraps the trainer's own model object
+(no copy, no weight sync). Every rollout of a step calls ``generate`` concurrently; requests that
+arrive together are sampled as one left-padded batch with a KV cache, one token per forward pass, and
+each row stops on its own (EOS, a stop string, or ``max_tokens``).
+
+Logprobs are ``log_softmax(logits / temperature)`` of the sampled token, exactly what TRL recomputes
+for the importance ratio, so at the first micro-step of an on-policy update the ratio is 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from deepresearcher.generate.base import GenerationResult, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: asyncio.Future[GenerationResult]
+
+
+class LocalBatchedGenerator:
+    """``Generator`` protocol over a loaded causal LM; safe for many concurrent ``generate`` calls on one loop."""
+
+    exact_tokens = True
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch: int = 256, seed: int = 0, settle_yields: int = 3) -> None:
+        import torch
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch = max_batch
+        self.settle_yields = settle_yields
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        eos = tokenizer.eos_token_id
+        self.eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
+        self._rng = torch.Generator().manual_seed(seed)
+        self._queue: list[_Request] = []
+        self._worker: asyncio.Task[None] | None = None
+        self.sampled_tokens = 0
+        self.prefill_tokens = 0
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Request(list(prompt_ids), params, future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.ensure_future(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._queue:
+            # Let the other rollouts of this round finish their tool calls and queue up first.
+            seen, stable = -1, 0
+            while stable < self.settle_yields:
+                await asyncio.sleep(0)
+                stable = stable + 1 if len(self._queue) == seen else 0
+                seen = len(self._queue)
+            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
+            try:
+                results = self._sample(batch)
+            except Exception as exc:  # a model failure fails every waiting rollout, never hangs them
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(exc)
+                continue
+            for request, result in zip(batch, results, strict=True):
+                if not request.future.done():
+                    request.future.set_result(result)
+
+    def _sample(self, batch: list[_Request]) -> list[GenerationResult]:
+        import torch
+
+        device = next(self.model.parameters()).device
+        rows = len(batch)
+        width = max(len(r.prompt_ids) for r in batch)
+        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((rows, width), dtype=torch.long)
+        for i, request in enumerate(batch):
+            ids[i, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            attention[i, width - len(request.prompt_ids) :] = 1
+        self.prefill_tokens += int(attention.sum())
+        temperature = torch.tensor([max(r.params.temperature, 1e-6) for r in batch]).unsqueeze(1)
+        greedy = torch.tensor([r.params.temperature == 0 for r in batch])
+        limits = [r.params.max_tokens for r in batch]
+        out_ids: list[list[int]] = [[] for _ in batch]
+        out_lp: list[list[float]] = [[] for _ in batch]
+        finish: list[tuple[str, str | None] | None] = [None] * rows
+        ids, attention = ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True)
+            past, logits = out.past_key_values, out.logits[:, -1].float().cpu()
+            last_pos = positions[:, -1]
+            for _ in range(max(limits)):
+                logp = torch.log_softmax(logits / temperature, dim=-1)
+                sampled = torch.multinomial(logp.exp(), 1, generator=self._rng).squeeze(1)
+                sampled = torch.where(greedy, logits.argmax(-1), sampled)
+                chosen = logp.gather(1, sampled.unsqueeze(1)).squeeze(1)
+                for i in range(rows):
+                    if finish[i] is not None:
+                        continue
+                    token = int(sampled[i])
+                    out_ids[i].append(token)
+                    out_lp[i].append(float(chosen[i]))
+                    finish[i] = self._stopped(out_ids[i], batch[i].params, limits[i])
+                if all(f is not None for f in finish):
+                    break
+                step_ids = sampled.to(device).unsqueeze(1)
+                attention = torch.cat([attention, torch.ones((rows, 1), dtype=attention.dtype, device=device)], 1)
+                last_pos = last_pos + 1
+                out = self.model(
+                    input_ids=step_ids,
+                    attention_mask=attention,
+                    position_ids=last_pos.unsqueeze(1),
+                    past_key_values=past,
+                    use_cache=True,
+                )
+                past, logits = out.past_key_values, out.logits[:, -1].float().cpu()
+        self.sampled_tokens += sum(len(x) for x in out_ids)
+        return [
+            GenerationResult(token_ids=t, logprobs=lp, finish_reason=f[0], stop_reason=f[1])  # type: ignore[index,arg-type]
+            for t, lp, f in zip(out_ids, out_lp, finish, strict=True)
+        ]
+
+    def _stopped(self, ids: list[int], params: SamplingParams, limit: int) -> tuple[str, str | None] | None:
+        if ids[-1] in self.eos_ids:
+            return ("stop", "eos")
+        if params.stop:
+            tail = self.tokenizer.decode(ids[-12:], skip_special_tokens=False)
+            for stop in params.stop:
+                if tail.endswith(stop):
+                    return ("stop", stop)
+        if len(ids) >= limit:
+            return ("length", None)
+        return None
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            await asyncio.gather(self._worker, return_exceptions=True)
