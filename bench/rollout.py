@@ -28,7 +28,6 @@ import asyncio
 import json
 import random
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from deepresearcher.agent.loop import RolloutTask, run_rollouts
@@ -41,11 +40,11 @@ from deepresearcher.generate.embedded import load_qwen25_tokenizer
 from deepresearcher.generate.scripted import ScriptedGenerator
 
 
-@dataclass
 class _Outcome:
-    text: str
-    error: str | None = None
-    raw: Any = None
+    """A tool observation (the ToolOutcome shape), without error or raw result."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.error, self.raw = text, None, None
 
 
 class LatencyToolBox:
