@@ -91,7 +91,8 @@ class ToolBoxLike(Protocol):
 
 
 EventCallback = Callable[[str, Trajectory, "TurnRecord | None"], None]
-"""``on_event(kind, trajectory, turn)`` with kind ``turn`` (sampled and parsed), ``tool`` (observation in) or ``end``."""
+"""``on_event(kind, trajectory, turn)``: ``generate`` (a turn starts; turn None), ``turn`` (sampled and parsed),
+``tool`` (its observation is in) or ``end`` (turn None)."""
 
 
 @dataclass
@@ -192,6 +193,7 @@ class RolloutEngine:
             top_p=cfg.top_p,
             stop=STOP_STRINGS,
         )
+        self._emit("generate", rollout, None)
         start = time.perf_counter()
         async with self._generation_slots:
             result = await self.generator.generate(list(rollout.ids), params)

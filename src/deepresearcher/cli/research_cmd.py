@@ -44,9 +44,17 @@ class TraceDisplay:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._status: Any = None
 
     def __call__(self, kind: str, trajectory: Any, turn: Any) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
         getattr(self, f"_on_{kind}")(trajectory, turn)
+
+    def _on_generate(self, trajectory: Any, turn: Any) -> None:
+        self._status = self.console.status(f"Turn {len(trajectory.turns) + 1}: the policy is thinking…")
+        self._status.start()
 
     def _on_turn(self, trajectory: Any, turn: Any) -> None:
         out = self.console
