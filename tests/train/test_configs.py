@@ -1,0 +1,45 @@
+"""Every shipped training recipe loads, validates and dry-runs on CPU; bad step shapes are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from deepresearcher.cli.main import app
+from deepresearcher.config import load_config
+from deepresearcher.errors import ConfigError
+from deepresearcher.train.grpo import plan
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+RECIPES = {"quickstart.yaml", "smollm2-135m-world.yaml", "paper-qwen2.5-7b.yaml"}
+
+
+def test_recipes_are_shipped() -> None:
+    assert RECIPES <= {p.name for p in CONFIGS}
+
+
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.name in RECIPES], ids=lambda p: p.name)
+def test_recipe_dry_runs(path: Path) -> None:
+    """`deepresearcher train --config X --dry-run` prints a plan whose numbers follow from the file."""
+    text = path.read_text()
+    assert text.startswith("#") and "Command:" in text, "each recipe starts with a header naming its command"
+    result = CliRunner().invoke(app, ["train", "--config", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    config = load_config(path)
+    assert shown["rollouts_per_step"] == config.train.prompts_per_step * config.train.group_size
+    assert shown["trl_loss_type"] == "dapo"
+
+
+def test_indivisible_micro_batch_is_refused_with_a_fix() -> None:
+    config = load_config(None, ["train.group_size=16", "train.prompts_per_step=3", "train.micro_batch_size=32"])
+    with pytest.raises(ConfigError, match="micro_batch_size"):
+        plan(config)
+
+
+def test_greedy_rollouts_are_refused_for_grpo() -> None:
+    with pytest.raises(ConfigError, match="temperature"):
+        plan(load_config(None, ["agent.temperature=0"]))
