@@ -6,7 +6,7 @@ then turn by turn the policy's thinking, its searches with the hits they returne
 with the reader's notes, format errors, and finally the answer next to the gold answers and scores.
 
 Filters (benchmark, outcome, free text) live in the URL hash, e.g. ``report.html#bench=hotpotqa&outcome=wrong``,
-so a filtered view can be linked. Outcome of a rollout:
+so a filtered view can be linked; ``&open=1`` expands every shown rollout. Outcome of a rollout:
 
 - ``correct``: the judge says so, or (without a judge) cover-EM is 1;
 - ``partial``: not correct but F1 > 0;
@@ -142,7 +142,7 @@ function renderTurn(t, i){
     const s=el('div','search');
     if(!c.results.length) s.appendChild(el('div','query','search: '+JSON.stringify(c.arguments)));
     for(const r of c.results){
-      s.appendChild(el('div','query','🔎 '+r.query)); if(r.error) s.appendChild(el('div','error',r.error));
+      s.appendChild(el('div','query','search: '+r.query)); if(r.error) s.appendChild(el('div','error',r.error));
       for(const h of r.hits){const hd=el('div','hit'); hd.appendChild(el('span',null,h.title+' ')); hd.appendChild(link(h.url));
         s.appendChild(hd); if(h.snippet) s.appendChild(el('div','snippet',h.snippet));}
     }
@@ -150,7 +150,7 @@ function renderTurn(t, i){
   } else {
     const b=el('div','browse');
     if(!c.results.length) b.appendChild(el('div','query','read: '+JSON.stringify(c.arguments)));
-    for(const p of c.results){const pd=el('div','page'); pd.appendChild(el('span',null,'📄 ')); pd.appendChild(link(p.url));
+    for(const p of c.results){const pd=el('div','page'); pd.appendChild(el('span',null,'read: ')); pd.appendChild(link(p.url));
       b.appendChild(pd); if(p.error) b.appendChild(el('div','error',p.error)); if(p.notes) b.appendChild(el('div','notes',p.notes));}
     d.appendChild(b);
   }
@@ -184,10 +184,12 @@ function apply(){let shown=0; const q=text.value.trim().toLowerCase();
     n.hidden=!ok; if(ok) shown++;}
   document.getElementById('shown').textContent=String(shown);}
 function writeHash(){const p=new URLSearchParams(); if(bench.value) p.set('bench',bench.value); if(outc.value) p.set('outcome',outc.value);
-  if(text.value.trim()) p.set('q',text.value.trim()); history.replaceState(null,'','#'+p.toString()); apply();}
+  if(text.value.trim()) p.set('q',text.value.trim()); const o=new URLSearchParams(location.hash.slice(1)).get('open'); if(o) p.set('open',o); history.replaceState(null,'','#'+p.toString()); apply();}
 bench.onchange=writeHash; outc.onchange=writeHash; text.oninput=writeHash;
 window.addEventListener('hashchange',()=>{readHash(); apply();});
-readHash(); apply(); document.body.dataset.ready='1';
+readHash(); apply();
+if(new URLSearchParams(location.hash.slice(1)).get('open')) for(const n of items) if(!n.hidden) n.open=true;
+document.body.dataset.ready='1';
 })();
 """
 

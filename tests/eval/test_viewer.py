@@ -1,0 +1,108 @@
+"""report.html in headless Chromium: it renders every rollout, a filter in the URL hash hides the rest,
+model text cannot inject markup, and a screenshot is saved. Skipped where Debian's ``chromium`` is absent."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deepresearcher.config import Config
+from deepresearcher.eval.report import write_reports
+from deepresearcher.eval.viewer import outcome, slim_record
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EVIL = "</script><script>document.title='owned'</script><b id=evil>x</b>"
+
+
+def _record(bench: str, task: str, question: str, answer: str | None, golds: list[str], em: float, f1: float, cover: float):
+    search = {"name": "web_search", "arguments": {"query": [question]}, "error": None,
+              "observation": [{"search_query": question, "web_page_info_list": [
+                  {"title": "Some page", "url": "https://example.org/p", "quick_summary": "a snippet " + EVIL}]}]}
+    browse = {"name": "browse_webpage", "arguments": {"url_list": ["https://example.org/p"]}, "error": None,
+              "observation": [{"url": "https://example.org/p", "information": "notes from the page"}]}
+    turns = [{"text": "<think>Let me search.</think>\n<tool_call>{}</tool_call>", "tool_call": search},
+             {"text": "<think>Read it.</think>\n<tool_call>{}</tool_call>", "tool_call": browse}]
+    if answer is not None:
+        turns.append({"text": f"<think>Done.</think>\n<answer>{answer}</answer>", "tool_call": None})
+    return {"benchmark": bench, "task_id": task, "sample": 0, "question": question, "golds": golds, "answer": answer,
+            "em": em, "f1": f1, "cover_em": cover, "judge": None, "format_ok": True, "turns": len(turns),
+            "seconds": 1.0, "termination": "answer" if answer else "max_turns", "trajectory": {"turns": turns}}
+
+
+@pytest.fixture
+def report(tmp_path) -> Path:
+    records = [
+        _record("hotpotqa", "h1", "Who directed Ed Wood?", "Tim Burton", ["Tim Burton"], 1, 1, 1),
+        _record("hotpotqa", "h2", "Where was Burton born?", "California", ["Burbank, California"], 0, 0.67, 0),
+        _record("2wiki", "w1", "When was X born? " + EVIL, "1900", ["1901"], 0, 0, 0),
+        _record("2wiki", "w2", "Who founded Y?", None, ["Z"], 0, 0, 0),
+    ]
+    write_reports(tmp_path, records, Config())
+    return tmp_path / "report.html"
+
+
+def test_outcome_buckets():
+    assert [outcome(r) for r in ({"answer": None}, {"answer": "a", "judge": 1.0, "cover_em": 0},
+                                 {"answer": "a", "cover_em": 1.0}, {"answer": "a", "cover_em": 0, "f1": 0.2},
+                                 {"answer": "a", "judge": 0.0, "cover_em": 1.0, "f1": 1.0})] == [
+        "no_answer", "correct", "correct", "partial", "partial"]
+
+
+def test_slim_record_keeps_the_conversation_and_drops_tokens():
+    record = _record("a", "t", "Q?", "A", ["A"], 1, 1, 1)
+    record["trajectory"]["segments"] = [{"source": "prompt", "token_ids": list(range(1000))}]
+    slim = slim_record(record)
+    assert "segments" not in str(slim) and slim["turns"][0]["thought"] == "Let me search."
+    assert slim["turns"][0]["call"]["results"][0]["hits"][0]["url"] == "https://example.org/p"
+    assert slim["turns"][1]["call"]["results"][0]["notes"] == "notes from the page"
+
+
+def test_the_file_is_self_contained(report):
+    text = report.read_text()
+    assert "<script src" not in text and "<link" not in text and "@import" not in text
+    assert "cdn" not in text.lower()
+
+
+def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+             "--virtual-time-budget=3000"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120)
+
+
+def _visible(dom: str) -> list[str]:
+    tags = re.findall(r"<details[^>]*>", dom)
+    return [t for t in tags if " hidden" not in t]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_renders_filters_and_screenshots_in_headless_chromium(report, tmp_path):
+    """All 4 rollouts render; #bench=hotpotqa&outcome=partial leaves one; injected markup stays text."""
+    url = report.resolve().as_uri()
+    full = _chromium(tmp_path / "p1", "--dump-dom", url)
+    assert full.returncode == 0, full.stderr[-2000:]
+    dom = full.stdout
+    assert len(_visible(dom)) == 4 and 'id="shown">4<' in dom
+    assert 'data-ready="1"' in dom
+    assert 'id="evil"' not in dom and "owned" not in dom.split("<title>")[1].split("</title>")[0]
+    assert "&lt;/script&gt;" in dom  # the question's markup is shown as text
+
+    filtered = _chromium(tmp_path / "p2", "--dump-dom", url + "#bench=hotpotqa&outcome=partial").stdout
+    visible = _visible(filtered)
+    assert len(visible) == 1 and 'data-bench="hotpotqa"' in visible[0] and 'data-outcome="partial"' in visible[0]
+    assert 'id="shown">1<' in filtered
+    assert len(_visible(_chromium(tmp_path / "p3", "--dump-dom", url + "#outcome=no_answer").stdout)) == 1
+
+    opened = _chromium(tmp_path / "p4", "--dump-dom", url + "#bench=hotpotqa&open=1").stdout
+    assert opened.count("<details") == 4 and opened.count(" open=") == 2
+    assert "search: Who directed Ed Wood?" in opened and "notes from the page" in opened and "Tim Burton" in opened
+    assert "EM 100 · F1 100 · cover-EM 100" in opened
+
+    shot = tmp_path / "report.png"  # kept in pytest's tmp dir for a look
+    _chromium(tmp_path / "p5", f"--screenshot={shot}", "--window-size=1200,1400", url + "#bench=hotpotqa&open=1")
+    assert shot.is_file() and shot.stat().st_size > 5000
+    print(f"screenshot: {shot}")
