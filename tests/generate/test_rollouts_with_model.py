@@ -11,12 +11,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from deepresearcher.agent.loop import RolloutTask, run_rollouts  # noqa: E402
-from deepresearcher.agent.template import ChatTemplate  # noqa: E402
-from deepresearcher.agent.tools import TOOL_SCHEMAS  # noqa: E402
-from deepresearcher.config import AgentConfig, TinyModelConfig  # noqa: E402
-from deepresearcher.generate.transformers_gen import TransformersGenerator  # noqa: E402
-from deepresearcher.train.tiny_model import build_tiny_checkpoint  # noqa: E402
+from deepresearcher.agent.loop import RolloutTask, run_rollouts
+from deepresearcher.agent.template import ChatTemplate
+from deepresearcher.agent.tools import TOOL_SCHEMAS
+from deepresearcher.config import AgentConfig, TinyModelConfig
+from deepresearcher.generate.transformers_gen import TransformersGenerator
+from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
 TEXTS = ["the capital of freedonia is fredville", "web_search browse_webpage answer think", "<tool_call>"] * 20
 

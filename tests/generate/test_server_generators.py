@@ -43,7 +43,15 @@ async def server():
                                                    "stop_reason": "</tool_call>"}]})
         return web.json_response({"choices": [{"text": "<tool_call>{}", "finish_reason": "stop"}]})
 
+    async def chat(request):
+        body = await request.json()
+        seen.append(body)
+        content = '<think>plan</think>\n<tool_call>{"name": "web_search", "arguments": {"query": ["q"]}}'
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": content},
+                                               "finish_reason": "stop"}]})
+
     app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     runner = web.AppRunner(app)
@@ -86,6 +94,17 @@ async def test_openai_text_generator_restores_the_stop_string(server):
     assert seen[0]["prompt"] == "Hi" and not generator.exact_tokens
     assert result.text == "<tool_call>{}</tool_call>" and result.stop_reason == "</tool_call>"
     assert result.logprobs is None
+
+
+async def test_chat_api_sends_the_conversation_as_messages(server):
+    """Chat-only hosted models get the ChatML prompt back as messages; the open <think> turn is theirs to write."""
+    url, seen = server
+    prompt = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>"
+    generator = OpenAITextGenerator(url, FakeTokenizer(), "m", api="chat")
+    result = await generator.generate([ord(c) for c in prompt], SamplingParams(max_tokens=50, stop=["</tool_call>"]))
+    await generator.aclose()
+    assert seen[0]["messages"] == [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]
+    assert result.text == 'plan</think>\n<tool_call>{"name": "web_search", "arguments": {"query": ["q"]}}</tool_call>'
 
 
 def test_restore_stop_only_closes_an_open_tag():

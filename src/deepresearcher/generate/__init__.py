@@ -5,7 +5,12 @@ Implementations with heavy imports (torch, vLLM) live in their own modules and a
 ``openai_gen.OpenAITextGenerator``; ``factory.make_policy(config)`` picks one from ``agent.policy``.
 """
 
-from deepresearcher.generate.base import FinishReason, GenerationResult, Generator, SamplingParams
+from deepresearcher.generate.base import (
+    FinishReason,
+    GenerationResult,
+    Generator,
+    SamplingParams,
+)
 from deepresearcher.generate.scripted import ScriptedGenerator
 
 __all__ = ["FinishReason", "GenerationResult", "Generator", "SamplingParams", "ScriptedGenerator"]

@@ -5,6 +5,7 @@
     vllm:http://host:8000/v1    a vLLM server (token ids in and out)
     vllm:/path/or/hub-name      vLLM's AsyncLLM in this process
     openai:https://host/v1      any OpenAI-compatible completions server (text only: evaluation)
+    openai-chat:https://host/v1 a chat-completions-only API (hosted models; ChatML tokenizer; evaluation)
 
 Server policies need a local tokenizer for the chat template: ``agent.tokenizer`` (a directory, or
 ``qwen2.5`` for the offline Qwen2.5 vocabulary), else the model directory or name itself.
@@ -49,12 +50,16 @@ def make_policy(config: Config) -> tuple[Generator, Any]:
         generator = TransformersGenerator.embedded(cache_dir=config.resolved_cache_dir(), **local)
         return generator, generator.tokenizer
     kind, sep, target = policy.partition(":")
-    if sep and kind in ("vllm", "openai") and target:
+    if sep and kind in ("vllm", "openai", "openai-chat") and target:
         tokenizer = load_tokenizer(agent.tokenizer or agent.policy_model or target, config)
-        if kind == "openai":
+        if kind.startswith("openai"):
             from deepresearcher.generate.openai_gen import OpenAITextGenerator
 
-            return OpenAITextGenerator(target, tokenizer, agent.policy_model, api_key_env=agent.policy_api_key_env), tokenizer
+            api = "chat" if kind == "openai-chat" else "completions"
+            generator = OpenAITextGenerator(
+                target, tokenizer, agent.policy_model, api_key_env=agent.policy_api_key_env, api=api
+            )
+            return generator, tokenizer
         if target.startswith(("http://", "https://")):
             from deepresearcher.generate.vllm_gen import VLLMServerGenerator
 
@@ -69,5 +74,5 @@ def make_policy(config: Config) -> tuple[Generator, Any]:
         return generator, generator.tokenizer
     raise ConfigError(
         f"agent.policy={policy!r} is not a policy: use `smollm2`, a model directory, `vllm:http://host:8000/v1`, "
-        "`vllm:<model path>` or `openai:https://host/v1`."
+        "`vllm:<model path>`, `openai:https://host/v1` or `openai-chat:https://host/v1`."
     )
