@@ -314,7 +314,7 @@ class AgentConfig(Section):
         "smollm2",
         description="Which policy generates: `smollm2` (embedded SmolLM2-135M-Instruct on CPU), a local model "
         "directory, `vllm:` + a vLLM server URL (`http://host:8000/v1`) or a model path for vLLM in process, or "
-        "`openai:` + an OpenAI-compatible URL (eval only, no token ids).",
+        "`openai:` / `openai-chat:` + an OpenAI-compatible URL (completions / chat API; eval only, no token ids).",
     )
     policy_model: str | None = Field(
         None, description="Model name sent to a vLLM/OpenAI server; default: the server's first model."
