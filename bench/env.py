@@ -11,7 +11,9 @@ Measured:
 * ``browse_cold``: each request reads one page never fetched before (live fetch + extraction + reader);
 * ``browse_cached``: the same pages again (fetch served by the cache; extraction and reader still run);
 * ``overhead_ms``: service latency at concurrency 1 minus the in-process environment's latency on the
-  same cached request — the cost of HTTP, validation and serialization per request.
+  same cached request — the cost of HTTP, validation and serialization per request — and, since wall
+  time on a busy machine is mostly waiting for a core, the same difference in CPU time
+  (``*_server_cpu``: the server's CPU per request minus the in-process environment's).
 
     deepresearcher bench env --json
     deepresearcher bench env --seconds 10 --concurrency 64 --world-size small
@@ -107,18 +109,19 @@ async def _load(
     return summary
 
 
-async def _in_process_latency(env: WebEnvironment, calls: list[tuple[str, Any]], repeats: int) -> float:
-    """Median seconds of the environment's own search/browse on the same (cached) requests."""
+async def _in_process_cost(env: WebEnvironment, calls: list[tuple[str, Any]]) -> tuple[float, float]:
+    """``(median wall seconds, mean CPU seconds)`` of the environment's own search/browse on the same
+    (cached) requests: the "upstream" time the service adds its overhead to."""
     samples = []
-    for _ in range(repeats):
-        for kind, args in calls:
-            t0 = time.perf_counter()
-            if kind == "search":
-                await env.search(*args)
-            else:
-                await env.browse(*args)
-            samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    cpu_start = time.process_time()
+    for kind, args in calls:
+        t0 = time.perf_counter()
+        if kind == "search":
+            await env.search(*args)
+        else:
+            await env.browse(*args)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples), (time.process_time() - cpu_start) / len(calls)
 
 
 def main(argv: list[str]) -> dict[str, Any]:
@@ -167,8 +170,8 @@ async def _run(args: argparse.Namespace, web: LoopbackWeb, url: str, pid: int, c
     try:
         search_calls = [("search", ([q], args.top_k)) for q in queries[:200]]
         browse_calls = [("browse", (f"What is known about {t}?", [u], [], [t])) for t, u in zip(titles[:50], page_urls[:50])]
-        direct_search = await _in_process_latency(env, search_calls, 1)
-        direct_browse = await _in_process_latency(env, browse_calls, 1)
+        direct_search, direct_search_cpu = await _in_process_cost(env, search_calls)
+        direct_browse, direct_browse_cpu = await _in_process_cost(env, browse_calls)
     finally:
         await env.aclose()
 
@@ -186,6 +189,8 @@ async def _run(args: argparse.Namespace, web: LoopbackWeb, url: str, pid: int, c
         "overhead_ms": {
             "search": round((one["latency_ms_p50"] or 0) - direct_search * 1000, 3),
             "browse": round((one_browse["latency_ms_p50"] or 0) - direct_browse * 1000, 3),
+            "search_server_cpu": round(search_cached["server_cpu_ms_per_request"] - direct_search_cpu * 1000, 3),
+            "browse_server_cpu": round(browse_cached["server_cpu_ms_per_request"] - direct_browse_cpu * 1000, 3),
             "search_service_p50_c1": one["latency_ms_p50"],
             "search_in_process_p50": round(direct_search * 1000, 3),
             "browse_service_p50_c1": one_browse["latency_ms_p50"],
