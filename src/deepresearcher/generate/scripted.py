@@ -79,9 +79,6 @@ class ScriptedGenerator:
             token_ids=ids, logprobs=[0.0] * len(ids), finish_reason=finish, stop_reason=stop_reason
         )
 
-    def remaining(self) -> int:
-        return sum(len(s) for s in self._scripts.values())
-
     def assert_consumed(self) -> None:
         """Fail when replies are left: the test's scenario did not happen as planned."""
         left = {k: list(v) for k, v in self._scripts.items() if v}

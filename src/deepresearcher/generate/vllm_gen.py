@@ -9,14 +9,11 @@ then writes each logprob entry as ``token_id:<id>``), ``logprobs=0`` and ``inclu
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from deepresearcher.errors import GenerationError, MissingDependencyError
 from deepresearcher.generate._http import JsonClient
 from deepresearcher.generate.base import GenerationResult, SamplingParams
-
-logger = logging.getLogger(__name__)
 
 VLLM_EXTRA = "pip install vllm  (on a CUDA machine; it brings its own torch)"
 
