@@ -8,7 +8,12 @@ import time
 import pytest
 
 from deepresearcher.config import LLMClientConfig
-from deepresearcher.errors import BackendUnavailableError, BadResponseError, ConfigError, RateLimitedError
+from deepresearcher.errors import (
+    BackendUnavailableError,
+    BadResponseError,
+    ConfigError,
+    RateLimitedError,
+)
 from deepresearcher.llm import make_chat_client
 from deepresearcher.llm.openai_compat import OpenAIChatClient
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
@@ -17,8 +22,8 @@ MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 def config(server: OpenAIEmulator, **overrides) -> LLMClientConfig:
-    values = dict(kind="openai", base_url=server.base_url, model="emu", backoff_s=0.01, max_backoff_s=0.2,
-                  timeout_s=2.0)
+    values = {"kind": "openai", "base_url": server.base_url, "model": "emu", "backoff_s": 0.01,
+              "max_backoff_s": 0.2, "timeout_s": 2.0}
     values.update(overrides)
     return LLMClientConfig(**values)
 

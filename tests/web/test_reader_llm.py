@@ -36,7 +36,7 @@ def page(needle_at: int, paragraphs: int = 12) -> str:
 
 
 def client_for(server: OpenAIEmulator, **overrides) -> OpenAIChatClient:
-    values = dict(kind="openai", base_url=server.base_url, model="emu", backoff_s=0.01, timeout_s=1.0)
+    values = {"kind": "openai", "base_url": server.base_url, "model": "emu", "backoff_s": 0.01, "timeout_s": 1.0}
     values.update(overrides)
     return OpenAIChatClient(LLMClientConfig(**values))
 

@@ -57,7 +57,10 @@ def load_embedded_model(cache_dir: Path | None = None) -> tuple[Any, Any]:
     root = cache_dir or Path(platformdirs.user_cache_dir("deepresearcher"))
     with _lock:
         if root not in _loaded:
-            from deepresearcher.generate.embedded import load_smollm2_model, load_smollm2_tokenizer
+            from deepresearcher.generate.embedded import (
+                load_smollm2_model,
+                load_smollm2_tokenizer,
+            )
 
             logger.info("loading %s (fp32 copy cached under %s)", EMBEDDED_MODEL_NAME, root)
             _loaded[root] = (load_smollm2_model(cache_dir=root), load_smollm2_tokenizer(cache_dir=root))

@@ -17,9 +17,15 @@ import time
 from typing import Any
 
 import aiohttp
+from typing_extensions import Self
 
 from deepresearcher.config import LLMClientConfig
-from deepresearcher.errors import BackendUnavailableError, BadResponseError, ConfigError, RateLimitedError
+from deepresearcher.errors import (
+    BackendUnavailableError,
+    BadResponseError,
+    ConfigError,
+    RateLimitedError,
+)
 from deepresearcher.llm.base import ChatResult, Message, Usage
 
 logger = logging.getLogger(__name__)
@@ -87,7 +93,7 @@ class OpenAIChatClient:
         self._limiter = _RateLimiter(config.requests_per_second)
         self._session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> OpenAIChatClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

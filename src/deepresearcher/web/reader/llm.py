@@ -34,7 +34,7 @@ from deepresearcher.web.types import Note
 
 logger = logging.getLogger(__name__)
 
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2
 """Bumped whenever the prompt changes, so cached reader outputs of an older prompt are not reused."""
 
 SYSTEM_PROMPT = (
@@ -207,13 +207,14 @@ class LLMReader:
         )
 
     def build_messages(self, request: ReadRequest, chunk: Chunk, is_last: bool, notes: list[str]) -> list[Message]:
-        """The prompt for one chunk; the question comes last, where small models attend best.
+        """The prompt for one chunk; the question comes first and again last, where small models attend best.
 
         The notes so far are cut to their last ``notes_context_chars`` characters.
         """
         so_far = "\n".join(f"- {n}" for n in notes)[-self.notes_context_chars :] or "(nothing yet)"
         where = f"part {chunk.index + 1}" + (", the last part" if is_last else "")
         user = (
+            f"Question: {request.question}\n\n"
             f"Page {request.url}, {where}:\n---\n{chunk.text}\n---\n"
             f"Already known:\n{so_far}\n\n"
             f"Search query: {request.query or '(unknown)'}\n"
