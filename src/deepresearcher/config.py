@@ -138,6 +138,9 @@ class ServeConfig(Section):
     )
     max_queries: int = Field(64, ge=1, description="Queries accepted in one /v1/search request (a batch).")
     max_urls: int = Field(64, ge=1, description="URLs accepted in one /v1/browse request.")
+    max_body_bytes: int = Field(
+        16_000_000, ge=1024, description="Largest request body accepted (a browse carries the rollout's notes); larger is 413."
+    )
     auth_token_env: str | None = Field(
         None,
         description="Name of an environment variable holding a bearer token; when set, /v1/* requires "

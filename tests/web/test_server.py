@@ -79,6 +79,7 @@ async def test_search_and_browse_end_to_end(web, config):
 async def test_bad_requests_get_clear_4xx(web, config):
     """Malformed JSON is 400; schema violations and oversized batches are 422 with a message naming the field."""
     config.serve.max_queries = 2
+    config.serve.max_body_bytes = 1024
     with handler_thread(create_app(config)) as url:
         status, body = await _post(url + "/v1/search", b"{not json")
         assert status == 400 and body["error"]["type"] == "invalid_json"
@@ -92,6 +93,8 @@ async def test_bad_requests_get_clear_4xx(web, config):
         assert status == 422 and "serve.max_queries" in body["error"]["message"]
         status, body = await _post(url + "/v1/browse", {"question": "q", "urls": []})
         assert status == 422 and "urls" in body["error"]["message"]
+        status, body = await _post(url + "/v1/browse", {"question": "q", "urls": ["u"], "notes": ["x" * 2000]})
+        assert status == 413 and "serve.max_body_bytes" in body["error"]["message"]
 
 
 async def test_bearer_token_is_required_when_configured(config, monkeypatch):

@@ -318,12 +318,19 @@ class _BatchRoutes:
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value
-        chunks = []
+        limit = self.handler.serve.max_body_bytes
+        chunks, size = [], 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return
-            chunks.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                text = f"The request body is over {limit} bytes (serve.max_body_bytes); split the batch."
+                await _send_json(send, 413, orjson.dumps({"error": {"type": "too_large", "message": text}}), None)
+                return
+            chunks.append(chunk)
             if not message.get("more_body", False):
                 break
         status, payload, headers = await self.handler.answer(scope["path"], authorization, b"".join(chunks))
