@@ -119,7 +119,7 @@ class _Gate:
 
     def __init__(self, limit: int, max_pending: int) -> None:
         self._sem = asyncio.Semaphore(limit)
-        self.limit, self.max_pending = limit, max_pending
+        self.max_pending = max_pending
         self.in_flight = 0
         self.waiting = 0
 
