@@ -191,6 +191,7 @@ def summarize(trajectories: list[Trajectory], scores: list[dict[str, float]], gr
     n = max(len(trajectories), 1)
     rewards = torch.tensor([s["reward"] for s in scores], dtype=torch.float64)
     return {
+        "rollouts": float(len(trajectories)),
         "reward": float(rewards.mean()) if len(scores) else 0.0,
         "f1": sum(s.get("f1", 0.0) for s in scores) / n,
         "success": sum(s.get("f1", 0.0) >= 0.999 for s in scores) / n,
