@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
+import resource
 import statistics
 import tempfile
 import time
@@ -78,6 +79,7 @@ def main(argv: list[str]) -> dict:
         "latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 3),
         "queries_per_second": round(len(queries) / wall, 1),
         "includes": "BM25 top-k plus a query-aware snippet per hit, one thread",
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
 
 

@@ -92,10 +92,13 @@ def browse(
 
 async def _run_tool(cfg, name: str, arguments: dict, question: str):
     from deepresearcher.agent.tools import ToolBox, ToolContext
-    from deepresearcher.web.environment import WebEnvironment
+    from deepresearcher.web import make_environment
 
-    async with WebEnvironment.from_config(cfg) as env:
+    env = make_environment(cfg)
+    try:
         return await ToolBox(env, cfg).call(name, arguments, ToolContext(question))
+    finally:
+        await env.aclose()
 
 
 def register(app: typer.Typer) -> None:

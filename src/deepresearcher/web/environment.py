@@ -138,6 +138,8 @@ class WebEnvironment:
     async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
         """Run each query concurrently; one result per query, in order, errors included."""
         top_k = top_k or self.config.search.top_k
+        if len(queries) == 1:  # the common case: no tasks to schedule
+            return [await self._search_one(queries[0], top_k)]
         return list(await asyncio.gather(*(self._search_one(q, top_k) for q in queries)))
 
     async def _search_one(self, query: str, top_k: int) -> QueryResult:
