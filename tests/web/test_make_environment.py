@@ -1,0 +1,36 @@
+"""One interface for rollouts: the tools answer the same through a handler service as in process."""
+
+from __future__ import annotations
+
+import orjson
+
+from deepresearcher.agent.tools import ToolBox, ToolContext
+from deepresearcher.testing.handlers import handler_thread
+from deepresearcher.web import make_environment
+from deepresearcher.web.client import RemoteEnvironment
+from deepresearcher.web.environment import WebEnvironment
+from deepresearcher.web.server import create_app
+from deepresearcher.world import load_tasks
+
+
+async def _observations(config, task) -> tuple[type, list]:
+    env = make_environment(config)
+    try:
+        tools, context = ToolBox(env, config), ToolContext(task.question)
+        searched = await tools.call("web_search", {"query": [task.chain[0].query]}, context)
+        read = await tools.call("browse_webpage", {"url_list": task.evidence_urls[:1]}, context)
+        return type(env), [orjson.loads(searched.text), orjson.loads(read.text)]
+    finally:
+        await env.aclose()
+
+
+async def test_remote_and_in_process_environments_give_identical_observations(world_config, small_world) -> None:
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "hop2")
+    local_type, local = await _observations(world_config, task)
+    with handler_thread(create_app(world_config)) as url:
+        remote_config = world_config.model_copy(deep=True)
+        remote_config.env.server_urls = [url]
+        remote_type, remote = await _observations(remote_config, task)
+    assert (local_type, remote_type) == (WebEnvironment, RemoteEnvironment)
+    assert remote == local
+    assert task.chain[0].value in orjson.dumps(local[1]).decode()
