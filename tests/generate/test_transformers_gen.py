@@ -74,3 +74,23 @@ async def test_stop_string_ends_the_request_and_is_kept(generator):
     assert stop not in generator.tokenizer.decode(cut.token_ids[:-1])
     assert cut.token_ids == free.token_ids[: len(cut.token_ids)]
     await generator.aclose()
+
+
+@pytest.mark.parametrize("first_tokens,later_tokens", [(60, 6), (12, 40)])
+async def test_requests_join_a_running_batch_and_get_what_they_would_alone(generator, first_tokens, later_tokens):
+    """A request arriving mid-decode joins the running batch at the next step; nobody's tokens change,
+    whether the first row outlives the newcomers or leaves first (and its cache columns are trimmed)."""
+    long = SamplingParams(max_tokens=first_tokens, temperature=0.0)
+    short = SamplingParams(max_tokens=later_tokens, temperature=0.0)
+    first_prompt, *others = prompts(generator)
+    first = asyncio.ensure_future(generator.generate(first_prompt, long))
+    while not generator.batches:  # the first request is decoding
+        await asyncio.sleep(0.001)
+    joined = await asyncio.gather(*(generator.generate(p, short) for p in others))
+    first_result = await first
+    assert generator.joined == len(others)
+    alone = [await generator.generate(p, s) for p, s in zip([first_prompt, *others], [long, short, short])]
+    assert [r.token_ids for r in [first_result, *joined]] == [r.token_ids for r in alone]
+    for together, solo in zip([first_result, *joined], alone):
+        assert together.logprobs == pytest.approx(solo.logprobs, abs=1e-4)
+    await generator.aclose()
