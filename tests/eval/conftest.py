@@ -31,6 +31,7 @@ class CompletionsPolicy:
     def __init__(self, answers: dict[str, str | None], delay_s: float = 0.0) -> None:
         self.answers, self.delay_s = answers, delay_s
         self.requests: dict[str, int] = {}
+        self.seeds: set[int | None] = set()
         self.base_url = ""
 
     async def _complete(self, request: web.Request) -> web.Response:
@@ -38,6 +39,7 @@ class CompletionsPolicy:
         prompt = body["prompt"]
         question = next((q for q in self.answers if q in prompt), "")
         self.requests[question] = self.requests.get(question, 0) + 1
+        self.seeds.add(body.get("seed"))
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         answer = self.answers.get(question)
@@ -115,11 +117,23 @@ def tiny_index(tmp_path_factory) -> Path:
 def tokenizer_dir(request, tmp_path_factory) -> Path:
     """A cache dir where the offline Qwen2.5 tokenizer is built once (kept in pytest's cache when on)."""
     cache = getattr(request.config, "cache", None)
-    root = Path(cache.mkdir("deepresearcher-eval-cache")) if cache is not None else tmp_path_factory.mktemp("c")
+    return Path(cache.mkdir("deepresearcher-eval-cache")) if cache is not None else tmp_path_factory.mktemp("c")
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer(tokenizer_dir):
     from deepresearcher.generate.embedded import load_qwen25_tokenizer
 
-    load_qwen25_tokenizer(root)
-    return root
+    return load_qwen25_tokenizer(tokenizer_dir)
+
+
+@pytest.fixture
+def make_policy(policy_server, qwen_tokenizer):
+    """A fresh (generator, tokenizer) pair on the scripted server for each ``run_eval`` (it closes the generator);
+    loading the 150k-token tokenizer once per session keeps these tests fast."""
+    from deepresearcher.generate.openai_gen import OpenAITextGenerator
+
+    return lambda: (OpenAITextGenerator(policy_server.base_url, qwen_tokenizer, "scripted"), qwen_tokenizer)
 
 
 def overrides_for(server: CompletionsPolicy, index: Path, cache_dir: Path) -> list[str]:
@@ -136,5 +150,5 @@ def questions() -> dict[str, tuple[list[str], str | None]]:
 
 
 @pytest.fixture
-def eval_overrides(policy_server, tiny_index, tokenizer_dir) -> list[str]:
+def eval_overrides(policy_server, tiny_index, tokenizer_dir, qwen_tokenizer) -> list[str]:
     return overrides_for(policy_server, tiny_index, tokenizer_dir)

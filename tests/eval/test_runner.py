@@ -13,7 +13,7 @@ from deepresearcher.eval.runner import read_records, run_eval
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 
 
-def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_overrides, tmp_path):
+def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_overrides, make_policy, tmp_path):
     """Four questions: right, partly right, wrong, no answer; the judge is asked only about the non-exact ones."""
     out = tmp_path / "eval"
     with OpenAIEmulator(responder=lambda body: Reply(text="True" if "Herbert" in str(body) else "False")).running() as judge:
@@ -21,9 +21,10 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
             *eval_overrides,
             "eval.judge.kind=openai", f"eval.judge.base_url={judge.base_url}", "eval.judge.model=judge-emu",
         ])
-        result = run_eval(cfg, out, data_file=qa_file)
+        result = run_eval(cfg, out, data_file=qa_file, policy=make_policy())
         judged = [r["messages"][-1]["content"] for r in judge.requests]
     assert (result.ran, result.total) == (4, 4)
+    assert policy_server.seeds == {None}  # greedy: no seed sent
     records = {r["question"]: r for r in read_records(out / "trajectories.jsonl")}
     paris, dune = records["Which city is the capital of France?"], records["Who wrote the novel Dune?"]
     planet, nile = records["What is the largest planet?"], records["Which river flows through Cairo?"]
@@ -51,44 +52,44 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert "Which river flows through Cairo?" in html and "<script src" not in html and "http" not in html.split("<script")[0].split("<style")[0]
 
     before = sum(policy_server.requests.values())
-    again = run_eval(cfg, out, data_file=qa_file)
+    again = run_eval(cfg, out, data_file=qa_file, policy=make_policy())
     assert again.ran == 0 and sum(policy_server.requests.values()) == before
     assert len(read_records(out / "trajectories.jsonl")) == 4
 
 
-def test_a_torn_last_line_is_cut_and_rerun(policy_server, qa_file, eval_overrides, tmp_path):
+def test_a_torn_last_line_is_cut_and_rerun(policy_server, qa_file, eval_overrides, make_policy, tmp_path):
     """A line torn by a kill is dropped and its rollout runs again; complete lines are kept."""
     out = tmp_path / "eval"
     cfg = load_config(overrides=eval_overrides)
-    run_eval(cfg, out, data_file=qa_file)
+    run_eval(cfg, out, data_file=qa_file, policy=make_policy())
     path = out / "trajectories.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:2]) + lines[2][: len(lines[2]) // 2])
-    result = run_eval(cfg, out, data_file=qa_file)
+    result = run_eval(cfg, out, data_file=qa_file, policy=make_policy())
     assert result.ran == 2
     keys = [(r["benchmark"], r["task_id"]) for r in map(orjson.loads, path.read_bytes().splitlines())]
     assert len(keys) == len(set(keys)) == 4
 
 
-def test_other_settings_refuse_to_resume_into_the_same_folder(policy_server, qa_file, eval_overrides, tmp_path):
+def test_other_settings_refuse_to_resume_into_the_same_folder(policy_server, qa_file, eval_overrides, make_policy, tmp_path):
     out = tmp_path / "eval"
     base = eval_overrides
-    run_eval(load_config(overrides=[*base, "eval.limit=1"]), out, data_file=qa_file)
+    run_eval(load_config(overrides=[*base, "eval.limit=1"]), out, data_file=qa_file, policy=make_policy())
     with pytest.raises(ConfigError, match="other settings"):
-        run_eval(load_config(overrides=[*base, "search.top_k=3"]), out, data_file=qa_file)
-    grown = run_eval(load_config(overrides=base), out, data_file=qa_file)  # a larger limit resumes
+        run_eval(load_config(overrides=[*base, "search.top_k=3"]), out, data_file=qa_file, policy=make_policy())
+    grown = run_eval(load_config(overrides=base), out, data_file=qa_file, policy=make_policy())  # a larger limit resumes
     assert (grown.ran, grown.total) == (2, 4)
 
 
-def test_samples_give_pass_at_k_and_need_a_temperature(policy_server, qa_file, eval_overrides, tmp_path):
+def test_samples_give_pass_at_k_and_need_a_temperature(policy_server, qa_file, eval_overrides, make_policy, tmp_path):
     base = eval_overrides
     with pytest.raises(ConfigError, match="temperature"):
-        run_eval(load_config(overrides=[*base, "eval.samples=2"]), tmp_path / "a", data_file=qa_file)
+        run_eval(load_config(overrides=[*base, "eval.samples=2"]), tmp_path / "a", data_file=qa_file, policy=make_policy())
     result = run_eval(load_config(overrides=[*base, "eval.samples=3", "eval.temperature=1.0", "eval.seed=5"]),
-                      tmp_path / "b", data_file=qa_file)
+                      tmp_path / "b", data_file=qa_file, policy=make_policy())
     assert result.total == 12
     seeds = sorted({r["seed"] for r in read_records(tmp_path / "b" / "trajectories.jsonl")})
-    assert seeds == [5, 6, 7]
+    assert seeds == [5, 6, 7] and policy_server.seeds == {5, 6, 7}  # each sample asked the server for its seed
     nq = result.metrics["benchmarks"]["nq"]
     assert nq["pass@3_em"] == 0.5 and nq["rollouts"] == 6
     assert "pass@3 cover-EM" in (tmp_path / "b" / "report.md").read_text()

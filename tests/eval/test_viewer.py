@@ -71,7 +71,7 @@ def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
              "--virtual-time-budget=3000"]
-    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([CHROMIUM, *flags, *args], check=False, capture_output=True, text=True, timeout=120)
 
 
 def _visible(dom: str) -> list[str]:

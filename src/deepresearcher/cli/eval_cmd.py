@@ -11,10 +11,16 @@ from rich.console import Console
 from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
 
 console = Console(stderr=True)
+_OUT = typer.Option(..., "--out", help="Eval folder (created; rerun with the same folder to resume).")
+_DATA = typer.Option(None, "--data", help="A data file of one or several benchmarks (e.g. DeepResearcher's "
+                     "dev.parquet); its rows replace the registry's.")
+_DATA_DIR = typer.Option(None, "--data-dir", help="Folder of the benchmark files (eval.data_dir; default "
+                         "$DEEPRESEARCHER_DATA_DIR).")
+_CORPUS_OUT = typer.Option(..., "--out", help="Folder for corpus.jsonl, index/ and sources.json.")
 
 
 def eval_command(
-    out: Path = typer.Option(..., "--out", help="Eval folder (created; rerun with the same folder to resume)."),
+    out: Path = _OUT,
     benchmarks: str = typer.Option(
         None, "--benchmarks", "-b",
         help="Comma-separated: nq,tq,hotpotqa,2wiki,musique,bamboogle,popqa,frames,world; `name:split` picks a "
@@ -25,9 +31,8 @@ def eval_command(
     samples: int = typer.Option(None, "--samples", "-k", help="Rollouts per question, for pass@k / mean@k (eval.samples)."),
     temperature: float = typer.Option(None, "--temperature", help="0 is greedy (eval.temperature)."),
     seed: int = typer.Option(None, "--seed", help="Base sampling seed (eval.seed)."),
-    data: Path = typer.Option(None, "--data", help="A data file of one or several benchmarks (e.g. DeepResearcher's "
-                              "dev.parquet); its rows replace the registry's."),
-    data_dir: Path = typer.Option(None, "--data-dir", help="Folder of the benchmark files (eval.data_dir)."),
+    data: Path = _DATA,
+    data_dir: Path = _DATA_DIR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate every question; run no model, write nothing."),
     config: Path = ConfigOption,
     overrides: list[str] = SetOption,
@@ -46,7 +51,13 @@ def eval_command(
         typer.echo(json.dumps(report.to_dict(), indent=2))
         raise typer.Exit(0 if report.ok else 1)
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from deepresearcher.eval.report import markdown_table
     from deepresearcher.eval.runner import run_eval
@@ -65,8 +76,8 @@ def eval_command(
 
 
 def eval_corpus(
-    out: Path = typer.Option(..., "--out", help="Folder for corpus.jsonl, index/ and sources.json."),
-    data_dir: Path = typer.Option(None, "--data-dir", help="The datasets folder (default $DEEPRESEARCHER_DATA_DIR)."),
+    out: Path = _CORPUS_OUT,
+    data_dir: Path = _DATA_DIR,
     no_index: bool = typer.Option(False, "--no-index", help="Write corpus.jsonl only (index it with `index build`)."),
 ) -> None:
     """Build the offline eval corpus (HotpotQA/2Wiki/MuSiQue paragraphs + Wikipedia summaries) and its index."""

@@ -9,7 +9,13 @@ from deepresearcher.eval.corpus import CorpusReport, build_eval_corpus, wiki_url
 from deepresearcher.eval.dryrun import DryRunReport, dry_run
 from deepresearcher.eval.judge import JUDGE_PROMPT, Judge, Verdict, parse_verdict
 from deepresearcher.eval.report import markdown_table, metrics_document, write_reports
-from deepresearcher.eval.runner import TRAJECTORIES, EvalResult, load_eval_tasks, read_records, run_eval
+from deepresearcher.eval.runner import (
+    TRAJECTORIES,
+    EvalResult,
+    load_eval_tasks,
+    read_records,
+    run_eval,
+)
 from deepresearcher.eval.viewer import outcome, render_html
 
 __all__ = [
@@ -26,8 +32,8 @@ __all__ = [
     "markdown_table",
     "metrics_document",
     "outcome",
-    "pass_at_k",
     "parse_verdict",
+    "pass_at_k",
     "read_records",
     "render_html",
     "run_eval",

@@ -24,7 +24,13 @@ from urllib.parse import quote
 
 import orjson
 
-from deepresearcher.data import Paragraph, corpus_from_tasks, load_benchmark, load_passages, local_data_dir
+from deepresearcher.data import (
+    Paragraph,
+    corpus_from_tasks,
+    load_benchmark,
+    load_passages,
+    local_data_dir,
+)
 from deepresearcher.errors import DataError
 
 __all__ = ["CORPUS_SOURCES", "PASSAGE_FILES", "CorpusReport", "build_eval_corpus", "wiki_url"]

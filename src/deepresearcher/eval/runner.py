@@ -187,7 +187,12 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
 
 async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
     """The scored record of one rollout: metrics, format check, judge verdict, reward."""
-    from deepresearcher.reward import answer_metrics, check_format, is_unanswerable, score
+    from deepresearcher.reward import (
+        answer_metrics,
+        check_format,
+        is_unanswerable,
+        score,
+    )
 
     texts = [turn.text for turn in trajectory.turns]
     check = check_format(texts)
@@ -262,6 +267,7 @@ async def _run_pending(
     pending: list[tuple[str, QATask, int]],
     path: Path,
     on_record: RecordCallback | None,
+    policy: tuple[Generator, Any] | None = None,
 ) -> int:
     from deepresearcher.agent.loop import RolloutEngine, RolloutTask
     from deepresearcher.agent.template import ChatTemplate
@@ -281,7 +287,7 @@ async def _run_pending(
             judge_cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
         judge = Judge(make_chat_client(config.eval.judge), cache=judge_cache,
                       model_name=config.eval.judge.model or config.eval.judge.kind)
-    generator, tokenizer = make_policy(config)
+    generator, tokenizer = policy if policy is not None else make_policy(config)
     agent_cfg = config.agent
     max_context = getattr(generator, "max_context", None)
     if max_context and agent_cfg.context_budget > max_context:
@@ -344,10 +350,14 @@ def run_eval(
     data_file: str | Path | None = None,
     on_record: RecordCallback | None = None,
     on_start: Callable[[int, int], None] | None = None,
+    policy: tuple[Generator, Any] | None = None,
 ) -> EvalResult:
     """Run (or resume) an eval into ``out`` and write its metrics and reports.
 
     ``on_start(pending, total)`` is called once the work is known; ``on_record(record)`` after each rollout.
+    ``policy`` is a ``(generator, tokenizer)`` pair to use instead of building ``agent.policy`` (a model
+    already in memory); the eval closes the generator when it ends, as it does one it built, so pass a
+    fresh one per call. ``agent.policy`` is still what the report names.
     """
     from deepresearcher.eval.report import write_reports
 
@@ -362,7 +372,7 @@ def run_eval(
     if on_start is not None:
         on_start(len(pending), len(wanted))
     logger.info("eval: %d rollouts to run, %d already done", len(pending), len(wanted) - len(pending))
-    ran = asyncio.run(_run_pending(config, pending, path, on_record)) if pending else 0
+    ran = asyncio.run(_run_pending(config, pending, path, on_record, policy)) if pending else 0
     keys = {_key(b, t.id, s) for b, t, s in wanted}
     records = list({
         key: r for r in reversed(read_records(path)) if (key := _key(r["benchmark"], r["task_id"], r["sample"])) in keys
