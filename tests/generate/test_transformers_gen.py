@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from deepresearcher.config import TinyModelConfig
+from deepresearcher.errors import GenerationError
 from deepresearcher.generate.base import SamplingParams
 from deepresearcher.generate.transformers_gen import TransformersGenerator
 from deepresearcher.train.tiny_model import build_tiny_checkpoint
@@ -93,4 +94,16 @@ async def test_requests_join_a_running_batch_and_get_what_they_would_alone(gener
     assert [r.token_ids for r in [first_result, *joined]] == [r.token_ids for r in alone]
     for together, solo in zip([first_result, *joined], alone):
         assert together.logprobs == pytest.approx(solo.logprobs, abs=1e-4)
+    await generator.aclose()
+
+
+async def test_a_model_failure_fails_every_waiting_request_and_the_generator_recovers(generator):
+    """An id outside the vocabulary breaks the forward pass: each request of that batch gets a GenerationError."""
+    bad = [len(generator.tokenizer) + 10_000]
+    good = prompts(generator)[0]
+    results = await asyncio.gather(generator.generate(bad, SamplingParams(max_tokens=3)),
+                                   generator.generate(good, SamplingParams(max_tokens=3)), return_exceptions=True)
+    assert all(isinstance(r, GenerationError) for r in results)
+    again = await generator.generate(good, SamplingParams(max_tokens=3, temperature=0.0))
+    assert len(again.token_ids) <= 3
     await generator.aclose()

@@ -172,6 +172,7 @@ class TransformersGenerator:
         import torch
 
         batch: _Batch | None = None
+        newcomers: list[_Row] = []
         time.sleep(self.batch_wait_s)  # from idle: let simultaneous requests share the first prefill
         try:
             with torch.inference_mode():
@@ -191,8 +192,8 @@ class TransformersGenerator:
         except Exception as exc:  # a model failure fails every waiting request, loudly
             logger.exception("local generation failed")
             error = GenerationError(f"local generation failed: {exc!r}")
-            for row in (batch.rows if batch else []) + self._take_pending(1 << 30):
-                row.deliver(error)
+            for row in (batch.rows if batch else []) + newcomers + self._take_pending(1 << 30):
+                row.deliver(error)  # rows already answered are skipped
             with self._state:
                 self._thread = None
 
