@@ -96,6 +96,7 @@ class LocalBatchedGenerator:
         finish: list[tuple[str, str | None] | None] = [None] * rows
         ids, attention = ids.to(device), attention.to(device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        rows_of = list(range(rows))  # batch position -> request index; finished rows are dropped as they stop
         with torch.inference_mode():
             out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True)
             past, logits = out.past_key_values, out.logits[:, -1].float().cpu()
@@ -105,17 +106,22 @@ class LocalBatchedGenerator:
                 sampled = torch.multinomial(logp.exp(), 1, generator=self._rng).squeeze(1)
                 sampled = torch.where(greedy, logits.argmax(-1), sampled)
                 chosen = logp.gather(1, sampled.unsqueeze(1)).squeeze(1)
-                for i in range(rows):
-                    if finish[i] is not None:
-                        continue
-                    token = int(sampled[i])
+                for pos, i in enumerate(rows_of):
+                    token = int(sampled[pos])
                     out_ids[i].append(token)
-                    out_lp[i].append(float(chosen[i]))
+                    out_lp[i].append(float(chosen[pos]))
                     finish[i] = self._stopped(out_ids[i], batch[i].params, limits[i])
-                if all(f is not None for f in finish):
+                keep = [pos for pos, i in enumerate(rows_of) if finish[i] is None]
+                if not keep:
                     break
+                if len(keep) < len(rows_of):  # compact: finished rows stop costing compute
+                    index = torch.tensor(keep)
+                    past.reorder_cache(index.to(device))
+                    rows_of = [rows_of[pos] for pos in keep]
+                    sampled, attention, last_pos = sampled[index], attention[index.to(device)], last_pos[index.to(device)]
+                    temperature, greedy = temperature[index], greedy[index]
                 step_ids = sampled.to(device).unsqueeze(1)
-                attention = torch.cat([attention, torch.ones((rows, 1), dtype=attention.dtype, device=device)], 1)
+                attention = torch.cat([attention, torch.ones((len(rows_of), 1), dtype=attention.dtype, device=device)], 1)
                 last_pos = last_pos + 1
                 out = self.model(
                     input_ids=step_ids,
