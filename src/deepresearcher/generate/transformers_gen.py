@@ -58,7 +58,10 @@ class _Row:
             else:
                 self.future.set_result(result)
 
-        self.loop.call_soon_threadsafe(settle)
+        try:
+            self.loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the caller's event loop is closed: nobody is waiting for this result
+            logger.debug("dropped a result for a closed event loop")
 
 
 @dataclass
