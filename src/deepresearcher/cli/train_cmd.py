@@ -133,5 +133,5 @@ def quickstart(
     from deepresearcher.train.quickstart import run_quickstart
 
     policy = str(resolve_policy(model, cfg.resolved_cache_dir())) if model else None
-    summary = run_quickstart(cfg, model=policy, say=console.print)
+    summary = run_quickstart(cfg, model=policy, say=lambda text: console.print(text, markup=False, highlight=False))
     console.print_json(json.dumps(summary))

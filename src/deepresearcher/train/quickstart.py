@@ -167,7 +167,10 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         tokens = sum(len(t.all_ids) for t in sft_data) / len(sft_data)
         say(f"oracle: F1 {oracle_f1:.3f} on {len(sft_data)} train tasks, {tokens:.0f} tokens per episode")
         sft_dir = run.root / "sft_model"
-        sft = train_sft(base, sft_data, cfg.sft, sft_dir)
+        sft = train_sft(
+            base, sft_data, cfg.sft, sft_dir,
+            on_step=lambda step, loss: say(f"sft step {step}/{cfg.sft.steps} loss {loss:.3f}") if step % 25 == 0 else None,
+        )
         say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")
         lap("sft")
 
