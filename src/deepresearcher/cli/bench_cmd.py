@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -38,6 +39,7 @@ def bench(
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
     spec.loader.exec_module(module)
     result = module.main([a for a in ctx.args if a != "--json"])
     typer.echo(json.dumps(result, indent=2))
