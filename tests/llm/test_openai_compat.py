@@ -128,3 +128,19 @@ async def test_key_is_sent_as_bearer(monkeypatch):
         async with OpenAIChatClient(config(server, api_key_env="DR_TEST_KEY")) as client:
             await client.chat(MESSAGES)
     assert server.headers[0]["Authorization"] == "Bearer sk-secret"
+
+
+def test_one_client_serves_successive_event_loops():
+    """A client used under one asyncio.run and then another (as CLI commands do) still works."""
+
+    async def ask(client: OpenAIChatClient, close: bool) -> str:
+        try:
+            return (await client.chat(MESSAGES)).text
+        finally:
+            if close:
+                await client.aclose()
+
+    with OpenAIEmulator(responder=lambda body: Reply(text="ok", delay_s=0.05)).running() as server:
+        client = OpenAIChatClient(config(server, concurrency=1, requests_per_second=50))
+        assert asyncio.run(ask(client, close=False)) == "ok"
+        assert asyncio.run(ask(client, close=True)) == "ok"

@@ -89,6 +89,7 @@ class OpenAIChatClient:
                     "there or set api_key_env to null for a server without keys."
                 )
             self._headers["Authorization"] = f"Bearer {key}"
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore = asyncio.Semaphore(config.concurrency)
         self._limiter = _RateLimiter(config.requests_per_second)
         self._session: aiohttp.ClientSession | None = None
@@ -103,6 +104,15 @@ class OpenAIChatClient:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+    def _bind_loop(self) -> None:
+        """Tie the session, the cap and the rate limiter to the running loop (anew if the loop changed)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop = loop
+            self._session = None  # a session of a finished loop cannot be reused
+            self._semaphore = asyncio.Semaphore(self.config.concurrency)
+            self._limiter = _RateLimiter(self.config.requests_per_second)
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -130,6 +140,7 @@ class OpenAIChatClient:
             # A prefilled reply start; vLLM and SGLang continue it with these two flags.
             body.update(continue_final_message=True, add_generation_prompt=False)
         body.update({k: v for k, v in sampling.items() if v is not None})
+        self._bind_loop()
         last_error: Exception | None = None
         for attempt in range(self.config.max_retries + 1):
             if attempt:
