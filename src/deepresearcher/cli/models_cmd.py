@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps([m.as_dict() for m in found], indent=2))
             return
-        table = Table("model", "kind", "source", "size", "where / how to install")
+        table = Table("model", "kind", "source", "size")
+        table.add_column("where / how to install", overflow="fold")
         for m in found:
             where = m.path if m.available else f"[yellow]missing:[/] {m.install}"
             table.add_row(m.name, m.kind, m.source, f"{m.size_bytes / 1e6:.1f} MB" if m.available else "-", where)
