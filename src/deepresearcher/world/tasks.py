@@ -100,6 +100,13 @@ class _TaskFactory:
             subject = hops[-1].value
         return hops
 
+    def unanswerable_task(self, subject: str, relation: str) -> Task:
+        """Ask for a hidden fact; the subject's own article is the page that (fails to) answer."""
+        article = self.evidence.supporting.get((subject, RELATIONS_ANY[self.kb.entities[subject].kind]), [])
+        rel = RELATIONS[relation]
+        return Task("", "unanswerable", rel.question.format(s=subject), [UNANSWERABLE_ANSWER], False,
+                    list(article[:1]), [Hop(subject, relation, "", rel.query.format(s=subject), [])])
+
     def chain_task(self, hops: list[Hop], kind: str) -> Task:
         noun = hops[0].subject
         for hop in hops[:-1]:
@@ -121,10 +128,7 @@ def generate_tasks(kb: KnowledgeBase, evidence: Evidence, rng: random.Random) ->
         if f.usable(subject, relation):
             tasks["hop1"].append(f.chain_task([f.hop(subject, relation)], "hop1"))
         elif fact.hidden:
-            question = RELATIONS[relation].question.format(s=subject)
-            wiki = evidence.supporting.get((subject, RELATIONS_ANY[kb.entities[subject].kind]), [])
-            tasks["unanswerable"].append(Task("", "unanswerable", question, [UNANSWERABLE_ANSWER], False,
-                                              list(wiki[:1]), [Hop(subject, relation, "", RELATIONS[relation].query.format(s=subject), [])]))
+            tasks["unanswerable"].append(f.unanswerable_task(subject, relation))
         elif fact.wrong_value is not None and f.usable(subject, relation, allow_conflict=True):
             task = f.chain_task([f.hop(subject, relation)], "conflict")
             task.evidence_urls = list(evidence.supporting[(subject, relation)])
