@@ -93,3 +93,15 @@ def test_samples_give_pass_at_k_and_need_a_temperature(policy_server, qa_file, e
     nq = result.metrics["benchmarks"]["nq"]
     assert nq["pass@3_em"] == 0.5 and nq["rollouts"] == 6
     assert "pass@3 cover-EM" in (tmp_path / "b" / "report.md").read_text()
+
+
+def test_world_is_a_benchmark(small_world):
+    """`world` reads the synthetic world's test split (its unanswerable tasks keep answerable=False)."""
+    from deepresearcher.eval.runner import load_eval_tasks
+
+    cfg = load_config(overrides=[f"world.dir={small_world}", "eval.benchmarks=[world, 'world:dev']"])
+    tasks = load_eval_tasks(cfg)
+    assert list(tasks) == ["world", "world:dev"]
+    assert {t.split for t in tasks["world"]} == {"test"}
+    assert {t.source for t in tasks["world:dev"]} == {"world"} and tasks["world:dev"][0].split == "dev"
+    assert any(t.metadata["answerable"] is False for t in tasks["world"])

@@ -102,11 +102,10 @@ def load_eval_tasks(config: Config, data_file: str | Path | None = None) -> dict
     for spec in ev.benchmarks:
         name, _, split = spec.strip().partition(":")
         label = spec.strip() if split and split != ev.split else name
-        split = split or ev.split
-        if name == WORLD:
-            out[label] = _world_tasks(config, "test" if split == ev.split == "test" else split, ev.limit)
+        if name == WORLD:  # the world's own splits: train, dev, test
+            out[label] = _world_tasks(config, split or "test", ev.limit)
         else:
-            out[label] = load_benchmark(name, split, limit=ev.limit, data_dir=ev.data_dir)
+            out[label] = load_benchmark(name, split or ev.split, limit=ev.limit, data_dir=ev.data_dir)
         if not out[label]:
             raise DataError(f"Benchmark {spec!r} has no questions; check its split and data files.")
     return out
