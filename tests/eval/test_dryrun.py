@@ -45,3 +45,14 @@ def test_dry_run_reports_every_bad_row(tmp_path):
     assert not report.ok
     result = CliRunner().invoke(app, ["eval", "--data", str(path), "--dry-run", "--out", str(tmp_path / "x")])
     assert result.exit_code == 1
+
+
+@pytest.mark.skipif(not (DEV.parent.parent / "hotpotqa").is_dir(), reason="the shared datasets folder is absent")
+def test_dry_run_of_registry_benchmarks_with_splits_and_limit(tmp_path):
+    """--benchmarks takes `name:split`; --limit caps each; an unknown benchmark is a reported problem."""
+    args = ["eval", "-b", "hotpotqa:distractor_dev,2wiki:flashrag_dev,nosuch", "--limit", "5", "--dry-run",
+            "--data-dir", str(DEV.parent.parent), "--out", str(tmp_path / "x")]
+    result = CliRunner().invoke(app, args)
+    report = json.loads(result.output)
+    assert report["per_benchmark"] == {"hotpotqa:distractor_dev": 5, "2wiki:flashrag_dev": 5}
+    assert report["problem_count"] == 1 and "nosuch" in report["problems"][0] and result.exit_code == 1

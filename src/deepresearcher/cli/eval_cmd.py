@@ -42,7 +42,8 @@ def eval_command(
              "eval.seed": seed, "eval.data_dir": data_dir}
     sets = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)]
     if benchmarks:
-        sets.append("eval.benchmarks=[" + ",".join(b.strip() for b in benchmarks.split(",") if b.strip()) + "]")
+        names = [b.strip() for b in benchmarks.split(",") if b.strip()]
+        sets.append("eval.benchmarks=[" + ",".join(f"'{b}'" for b in names) + "]")  # quoted: YAML must not read `no`
     cfg = resolve_config(config, sets)
     if dry_run:
         from deepresearcher.eval.dryrun import dry_run as validate
