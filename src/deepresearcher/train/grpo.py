@@ -31,8 +31,8 @@ from deepresearcher.train.run_dir import RunDir
 
 logger = logging.getLogger(__name__)
 
-# (tasks, model, tokenizer) -> one trajectory per task, in order; see ``deepresearcher.train.rollout``.
-Collector = Callable[[list[dict[str, Any]], Any, Any], list[Trajectory]]
+# (tasks, model, tokenizer, step=...) -> one trajectory per task, in order; see ``train.rollout.WorldRollouts.collect``.
+Collector = Callable[..., list[Trajectory]]
 
 
 def check_batch_shape(cfg: TrainConfig) -> None:
@@ -139,20 +139,20 @@ class GRPORollouts:
         import torch
 
         start = time.perf_counter()
+        step = trainer.state.global_step + 1
         batch = [self.tasks[p] for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                trajectories = self.collector(batch, model, self.tokenizer)
+                trajectories = self.collector(batch, model, self.tokenizer, step=step)
         finally:
             model.train(was_training)
         scores = [self.scorer(t, task) for t, task in zip(trajectories, batch, strict=True)]
         for t, s in zip(trajectories, scores, strict=True):
             t.metadata.update(s)
         self.latest = RolloutStats(summarize(trajectories, scores, self.cfg.group_size), time.perf_counter() - start)
-        step = trainer.state.global_step + 1
         if self.cfg.sample_trajectories:
             self.run.write_samples(step, trajectories[: self.cfg.sample_trajectories])
         return rollout_output(trajectories, [s["reward"] for s in scores], self.tokenizer.eos_token_id)

@@ -73,14 +73,18 @@ class WorldRollouts:
         self.toolbox = ToolBox(self.env, config)
         self.calls = 0
 
-    def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any) -> list[Trajectory]:
-        """One episode per task with ``model``'s current weights, in task order."""
+    def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any, step: int | None = None) -> list[Trajectory]:
+        """One episode per task with ``model``'s current weights, in task order.
+
+        Sampling is seeded by (run seed, ``step``), so a resumed run samples step N as the uninterrupted
+        run would; without ``step`` each call draws the next seed.
+        """
         from deepresearcher.agent.loop import run_rollouts
         from deepresearcher.train.sampler import LocalBatchedGenerator
 
         self.calls += 1
         generator = LocalBatchedGenerator(
-            model, tokenizer, max_batch=max(len(tasks), 1), seed=self.seed * 100_003 + self.calls
+            model, tokenizer, max_batch=max(len(tasks), 1), seed=self.seed * 100_003 + (self.calls if step is None else step)
         )
         template = make_template(tokenizer, self.compact_prompt)
         return self.loop.run_until_complete(
