@@ -42,7 +42,10 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue the run from its latest checkpoint (same data order)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and check it; train nothing."),
 ) -> None:
-    """GRPO: rollouts against the environment, outcome reward, tool output masked out of the loss."""
+    """GRPO: rollouts against the environment, outcome reward, tool output masked out of the loss.
+
+    Without --model and train.model, it continues from runs/<run_name>/sft_model (the quickstart's SFT).
+    """
     from deepresearcher.errors import ConfigError
     from deepresearcher.train.grpo import plan
 
@@ -51,7 +54,11 @@ def train(
     if dry_run:
         return
     if cfg.train.model is None:
-        raise ConfigError("train.model is not set; pass --model PATH (e.g. runs/quickstart/sft_model) or smollm2-135m.")
+        warm = cfg.train.runs_dir / cfg.train.run_name / "sft_model"
+        if not (warm / "config.json").is_file():
+            raise ConfigError(f"train.model is not set and {warm} does not exist; pass --model PATH (a checkpoint "
+                              "directory), --model smollm2-135m, or run `deepresearcher quickstart` first.")
+        cfg.train.model = str(warm)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.models import resolve_policy
