@@ -43,3 +43,20 @@ def test_indivisible_micro_batch_is_refused_with_a_fix() -> None:
 def test_greedy_rollouts_are_refused_for_grpo() -> None:
     with pytest.raises(ConfigError, match="temperature"):
         plan(load_config(None, ["agent.temperature=0"]))
+
+
+def test_quickstart_and_sft_dry_run() -> None:
+    """The quickstart and SFT commands resolve their plan from the recipe without training anything."""
+    path = next(p for p in CONFIGS if p.name == "quickstart.yaml")
+    result = CliRunner().invoke(app, ["quickstart", "--config", str(path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["model"] == "(quickstart tiny model)"
+    result = CliRunner().invoke(app, ["sft", "--config", str(path), "--dry-run", "--set", "train.sft.steps=7"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["steps"] == 7
+
+
+def test_train_without_a_model_says_what_to_pass(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["train", "--set", f"train.runs_dir={tmp_path}"])
+    assert isinstance(result.exception, ConfigError)
+    assert "--model" in str(result.exception)
