@@ -5,7 +5,11 @@ question (with the hop's search query); a page counts as *recalled* when the fac
 for (the hop's value, e.g. a birth year) appears in the notes the reader returned. Reports recall,
 pages/s, page tokens/s (four characters per token) and, for the LLM reader, model tokens/s.
 
-    deepresearcher bench reader --json [--pages 32] [--readers llm,extractive,embedding]
+    deepresearcher bench reader --json [--pages 32] [--readers llm,extractive,extractive-short,embedding]
+
+The world's pages are short (~600 characters), so the default extractive reader's two 600-character
+passages are nearly the whole page; the ``-short`` variants return one ~160-character passage, about
+as long as the LLM reader's notes, for a comparison at equal note length.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ def evidence_requests(world: Any, split: str, limit: int) -> list[tuple[ReadRequ
     return out
 
 
+SHORT = {"chunk_chars": 160, "top_passages": 1}
+"""The ``-short`` extractive readers return one ~160-character passage: about the LLM reader's note length."""
+
+
 def make_readers(names: list[str], llm: ReaderLLMConfig) -> dict[str, Any]:
     readers: dict[str, Any] = {}
     for name in names:
@@ -53,21 +61,22 @@ def make_readers(names: list[str], llm: ReaderLLMConfig) -> dict[str, Any]:
             from deepresearcher.web.reader.llm import LLMReader
 
             readers[name] = LLMReader.from_config(llm)
-        elif name == "extractive":
+        elif name in ("extractive", "extractive-short"):
             from deepresearcher.web.reader.extractive import ExtractiveReader
 
-            readers[name] = ExtractiveReader()
-        elif name == "embedding":
+            readers[name] = ExtractiveReader(**(SHORT if name.endswith("-short") else {}))
+        elif name in ("embedding", "embedding-short"):
             from deepresearcher.web.reader.embedding import EmbeddingReader, load_minilm
 
             load_minilm()
-            readers[name] = EmbeddingReader()
+            readers[name] = EmbeddingReader(**(SHORT if name.endswith("-short") else {}))
         elif name == "raw":
             from deepresearcher.web.reader.raw import RawReader
 
             readers[name] = RawReader()
         else:
-            raise SystemExit(f"unknown reader {name!r}; choose from llm, extractive, embedding, raw")
+            raise SystemExit(f"unknown reader {name!r}; choose from llm, extractive, extractive-short, embedding, "
+                             "embedding-short, raw")
     return readers
 
 
@@ -104,7 +113,7 @@ async def measure(reader: Any, items: list[tuple[ReadRequest, list[str]]], concu
     return row
 
 
-def run(pages: int = 32, readers: str = "llm,extractive", seed: int = 7, size: str = "small", split: str = "test",
+def run(pages: int = 32, readers: str = "llm,extractive,extractive-short", seed: int = 7, size: str = "small", split: str = "test",
         concurrency: int = 8, chunk_tokens: int = 512, max_chunks: int = 2, max_new_tokens: int = 48) -> dict[str, Any]:
     """Read ``pages`` evidence pages with each reader; returns recall and speed per reader."""
     world = ensure_world(Config(world=WorldConfig(seed=seed, size=size)))
@@ -125,7 +134,8 @@ def run(pages: int = 32, readers: str = "llm,extractive", seed: int = 7, size: s
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="deepresearcher bench reader", description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=32, help="evidence pages read by each reader")
-    parser.add_argument("--readers", default="llm,extractive", help="comma list of llm, extractive, embedding, raw")
+    parser.add_argument("--readers", default="llm,extractive,extractive-short",
+                        help="comma list of llm, extractive, extractive-short, embedding, embedding-short, raw")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--size", default="small", choices=["tiny", "small", "medium", "large"])
     parser.add_argument("--split", default="test", choices=["train", "dev", "test"])
