@@ -92,12 +92,9 @@ def make_reader(config: Config) -> Reader:
         from deepresearcher.web.reader.raw import RawReader
 
         return RawReader(max_tokens=max(1, browse.chunk_chars // 4) * browse.top_passages)
-    from deepresearcher.llm.factory import make_chat_client
     from deepresearcher.web.reader.llm import LLMReader
 
-    llm = config.reader_llm
-    return LLMReader(make_chat_client(llm), chunk_tokens=llm.chunk_tokens, max_chunks=llm.max_chunks,
-                     max_note_chars=llm.max_note_chars, max_new_tokens=llm.max_new_tokens)
+    return LLMReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())
 
 
 class WebEnvironment:
