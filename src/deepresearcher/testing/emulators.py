@@ -20,7 +20,6 @@ import asyncio
 import heapq
 import math
 import re
-import threading
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aiohttp import web
+
+from deepresearcher.testing._serve import serve_in_thread
 
 Flavor = Literal["serper", "searxng", "brave"]
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -210,34 +211,9 @@ class SearchEmulator:
     @contextmanager
     def running(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[SearchEmulator]:
         """Serve in a background thread with its own event loop; sets :attr:`base_url`."""
-        loop = asyncio.new_event_loop()
-        started = threading.Event()
-        runner = web.AppRunner(self.app(), access_log=None)
-
-        async def start() -> None:
-            await runner.setup()
-            site = web.TCPSite(runner, host, port)
-            await site.start()
-            sock = site._server.sockets[0]  # type: ignore[union-attr]
-            self.base_url = f"http://{host}:{sock.getsockname()[1]}"
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(start())
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        thread = threading.Thread(target=serve, name=f"{self.flavor}-emulator", daemon=True)
-        thread.start()
-        if not started.wait(10):
-            raise RuntimeError(f"The {self.flavor} emulator did not start within 10 s.")
-        try:
+        with serve_in_thread(self.app(), f"{self.flavor}-emulator", host, port) as url:
+            self.base_url = url
             yield self
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
 
 
 def _highlight(snippet: str, query: str) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from deepresearcher.testing._serve import serve_in_thread
 
 PAGE_DOWN = "NOTES: NONE\nCONTINUE: YES"
 """A reader reply: nothing here, read the next chunk."""
@@ -116,31 +117,6 @@ class OpenAIEmulator:
     @contextmanager
     def running(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[OpenAIEmulator]:
         """Serve in a background thread with its own event loop; sets :attr:`base_url` (ending in ``/v1``)."""
-        loop = asyncio.new_event_loop()
-        started = threading.Event()
-        runner = web.AppRunner(self.app(), access_log=None)
-
-        async def start() -> None:
-            await runner.setup()
-            site = web.TCPSite(runner, host, port)
-            await site.start()
-            sock = site._server.sockets[0]  # type: ignore[union-attr]
-            self.base_url = f"http://{host}:{sock.getsockname()[1]}/v1"
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(start())
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        thread = threading.Thread(target=serve, name="openai-emulator", daemon=True)
-        thread.start()
-        if not started.wait(10):
-            raise RuntimeError("the OpenAI emulator did not start within 10 s")
-        try:
+        with serve_in_thread(self.app(), "openai-emulator", host, port) as url:
+            self.base_url = url + "/v1"
             yield self
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)

@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +32,8 @@ from urllib.parse import urlsplit
 
 import orjson
 from aiohttp import web
+
+from deepresearcher.testing._serve import serve_in_thread
 
 TEXT_BODY = "Plain text page. The Larch Institute was founded in 1911 by Ada Brennan."
 PDF_TEXT = "The Quillon Treaty was signed in 1784 at Varnholt."
@@ -193,33 +194,9 @@ class LoopbackWebsite:
     @contextmanager
     def running(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[LoopbackWebsite]:
         """Serve in a background thread with its own event loop; sets :attr:`base_url`."""
-        loop = asyncio.new_event_loop()
-        started = threading.Event()
-        runner = web.AppRunner(self.app(), access_log=None)
-
-        async def start() -> None:
-            await runner.setup()
-            site = web.TCPSite(runner, host, port)
-            await site.start()
-            sock = site._server.sockets[0]  # type: ignore[union-attr]
-            self.base_url = f"http://{host}:{sock.getsockname()[1]}"
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(start())
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        thread = threading.Thread(target=serve, name="loopback-website", daemon=True)
-        thread.start()
-        started.wait(10)
-        try:
+        with serve_in_thread(self.app(), "loopback-website", host, port) as url:
+            self.base_url = url
             yield self
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
 
 
 def handmade_pages() -> dict[str, tuple[str, str]]:
