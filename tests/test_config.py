@@ -57,3 +57,13 @@ def test_resolved_config_round_trips_and_hash_tracks_changes(tmp_path: Path) -> 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_every_shipped_config_loads_and_validates(path: Path) -> None:
     assert isinstance(load_config(path), Config)
+
+
+def test_generated_reference_is_current() -> None:
+    """docs/config.md is regenerated from the field declarations; a new field without it fails here."""
+    from deepresearcher.config_docs import config_reference
+
+    reference = Path(__file__).parents[1] / "docs" / "config.md"
+    assert reference.read_text() == config_reference(), "run: deepresearcher config docs > docs/config.md"
+    for name in Config.model_fields:
+        assert f"`{name}" in reference.read_text()
