@@ -19,8 +19,8 @@ from deepresearcher.errors import DeepResearcherError
 
 # Modules under deepresearcher.cli that each add their commands with ``register(app)``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "world_cmd", "search_cmd", "bench_cmd", "cache_cmd", "serve_cmd", "models_cmd", "data_cmd", "research_cmd",
-    "eval_cmd", "train_cmd",
+    "config_cmd", "world_cmd", "search_cmd", "bench_cmd", "cache_cmd", "serve_cmd", "models_cmd", "data_cmd",
+    "research_cmd", "eval_cmd", "train_cmd",
 )
 
 app = typer.Typer(
