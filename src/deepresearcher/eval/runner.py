@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -148,15 +146,38 @@ def read_records(path: str | Path, *, repair: bool = False) -> list[dict[str, An
     return records
 
 
-def _settings_hash(config: Config) -> str:
-    """Hash of the settings that change answers; a resumed eval must share it (limit, list, k may grow)."""
-    data = config.model_dump(mode="json")
-    for key in ("limit", "benchmarks", "concurrency", "samples", "data_dir"):
-        data["eval"].pop(key, None)
-    for key in ("max_concurrent_generations", "max_concurrent_tools", "max_batch_size", "batch_wait_ms"):
-        data["agent"].pop(key, None)
-    data.pop("cache", None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+# Config sections whose values change a rollout's answer or score; the rest (serving, caching, batching)
+# may differ between an eval and its resumption.
+_ANSWER_SECTIONS = ("world", "search", "browse", "agent", "reader_llm", "fetch", "reward", "backends", "eval")
+_FREE_KEYS = {
+    "eval.limit", "eval.benchmarks", "eval.concurrency", "eval.samples", "eval.data_dir",
+    "agent.max_concurrent_generations", "agent.max_concurrent_tools", "agent.max_batch_size", "agent.batch_wait_ms",
+}
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _answer_settings(config_data: dict[str, Any]) -> dict[str, Any]:
+    """The flattened settings that change answers (see ``_ANSWER_SECTIONS``), minus the ones a resume may change."""
+    flat = _flat({k: v for k, v in config_data.items() if k in _ANSWER_SECTIONS})
+    return {k: v for k, v in flat.items() if k not in _FREE_KEYS}
+
+
+def settings_conflicts(saved: dict[str, Any], config: Config) -> list[str]:
+    """Answer-changing settings that differ between a saved config and ``config``, as ``key: old -> new``.
+
+    Keys present on one side only are ignored: a newer version of deepresearcher may add fields.
+    """
+    old, new = _answer_settings(saved), _answer_settings(config.model_dump(mode="json"))
+    return [f"{k}: {old[k]!r} -> {new[k]!r}" for k in old if k in new and old[k] != new[k]]
 
 
 def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
@@ -250,14 +271,15 @@ def _eval_config(config: Config) -> Config:
 def _prepare_out(out: Path, config: Config) -> None:
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "config.yaml"
-    stamp = out / ".settings"
-    settings = _settings_hash(config)
-    if stamp.is_file() and stamp.read_text().strip() != settings and (out / TRAJECTORIES).is_file():
-        raise ConfigError(
-            f"{out} holds an eval with other settings (policy, search, reader, decoding or judge differ from "
-            f"{saved}); pass a new --out, or the same config to resume it."
-        )
-    stamp.write_text(settings + "\n")
+    if saved.is_file() and (out / TRAJECTORIES).is_file():
+        import yaml
+
+        conflicts = settings_conflicts(yaml.safe_load(saved.read_text(encoding="utf-8")) or {}, config)
+        if conflicts:
+            raise ConfigError(
+                f"{out} holds an eval with other settings ({'; '.join(conflicts[:8])}); pass a new --out, "
+                f"or the settings of {saved} to resume it."
+            )
     saved.write_text(dump_config(config), encoding="utf-8")
 
 
