@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -352,6 +353,8 @@ def train_grpo(
     by_id = {str(t["id"]): t for t in tasks}
     rollouts = GRPORollouts(by_id, collector, scorer, run, cfg, tokenizer)
     report_to = ["tensorboard"] if _tensorboard_installed() else []
+    if report_to:  # transformers reads the TensorBoard directory from the environment only
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.tensorboard_dir)
     dataset = datasets.Dataset.from_list([{"prompt": str(t["id"])} for t in tasks])
     trainer = GRPOTrainer(
         model=model,
