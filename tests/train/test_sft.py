@@ -65,3 +65,15 @@ def test_sft_on_oracle_trajectories_lowers_loss(tiny_model_dir: Path, tmp_path: 
     assert len(losses) == 12
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.5
     assert (result.model_dir / "config.json").is_file()
+
+
+def test_length_bucketed_batches_cover_every_item_and_pad_little() -> None:
+    """One pass yields every index once (full batches only), and batches group similar lengths."""
+    from deepresearcher.train.sft import length_bucketed_batches
+
+    lengths = [10 * (i % 7) + 5 for i in range(64)]
+    batches = length_bucketed_batches(lengths, batch_size=4, seed=1, pool=16)
+    first_pass = [next(batches) for _ in range(16)]
+    assert sorted(i for b in first_pass for i in b) == list(range(64))
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in first_pass) / 16
+    assert spread < 20  # random batches of 4 over 7 length levels spread ~45 on average

@@ -21,7 +21,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,22 @@ def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int
         mask[i, : len(row_ids)] = 1
         weights[i, : len(row_w)] = torch.tensor(row_w)
     return ids, mask, weights
+
+
+def length_bucketed_batches(lengths: list[int], batch_size: int, seed: int, pool: int = 8) -> Iterator[list[int]]:
+    """Endless batches of indices: each pass is shuffled, cut into pools of ``pool`` batches, and each pool is
+    sorted by length before it is split, so a batch holds similar lengths and pads little (episodes range
+    from one hop to three, so random batches waste about half their compute on padding)."""
+    rng = random.Random(seed)
+    size = min(batch_size, len(lengths))
+    while True:
+        order = list(range(len(lengths)))
+        rng.shuffle(order)
+        for p in range(0, len(order) - size + 1, size * pool):
+            chunk = sorted(order[p : p + size * pool], key=lengths.__getitem__)
+            batches = [chunk[i : i + size] for i in range(0, len(chunk) - size + 1, size)]
+            rng.shuffle(batches)
+            yield from batches
 
 
 @dataclass
@@ -105,15 +121,10 @@ def train_sft(
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    rng = random.Random(cfg.seed)
-    order: list[int] = []
+    batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed)
     start, tokens, loss_value = time.perf_counter(), 0, float("nan")
     for step in range(cfg.steps):
-        if len(order) < cfg.batch_size:
-            fresh = list(range(len(trajectories)))
-            rng.shuffle(fresh)
-            order.extend(fresh)
-        batch = [trajectories[order.pop()] for _ in range(min(cfg.batch_size, len(trajectories)))]
+        batch = [trajectories[i] for i in next(batches)]
         ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
         logits = model(input_ids=ids, attention_mask=mask).logits
         loss = sft_loss(logits, ids, weights)
