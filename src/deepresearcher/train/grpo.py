@@ -297,6 +297,9 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         raise ConfigError("GRPO needs sampled rollouts: set agent.temperature > 0 (the paper uses 1.0).")
     rollouts = cfg.prompts_per_step * cfg.group_size
     warnings = []
+    if cfg.use_vllm:
+        warnings.append("train.use_vllm: TRL starts vLLM and syncs weights into it, but the rollout engine does not "
+                        "sample through it yet; rollouts still run in-process with transformers (see docs/train.md).")
     if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
     if (cfg.use_vllm or cfg.bf16) and not _cuda_available():
