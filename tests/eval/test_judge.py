@@ -68,8 +68,7 @@ async def test_verdicts_are_cached_across_judges(tmp_path):
             try:
                 verdict = await judge.judge("Who wrote Dune?", "Herbert", ["Frank Herbert"])
             finally:
-                await judge.aclose()
-                await cache.aclose()
+                await judge.aclose()  # closes the cache too
             assert (verdict.correct, verdict.by) == (True, "model")
         assert len(server.requests) == 1
         stats = WebCache(path).stats().to_dict()

@@ -124,4 +124,7 @@ class Judge:
         return Verdict(decided, "model", reply)
 
     async def aclose(self) -> None:
+        """Close the client, and the cache if one was given (the judge owns both)."""
         await self.client.aclose()
+        if self.cache is not None:
+            await self.cache.aclose()

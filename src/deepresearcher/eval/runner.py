@@ -21,6 +21,7 @@ generators draw from their own seeded generator).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -31,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from deepresearcher.config import Config, dump_config
+from deepresearcher.config import Config, LLMClientConfig, dump_config
 from deepresearcher.data import QATask, load_benchmark, load_file
 from deepresearcher.errors import ConfigError, DataError
 from deepresearcher.generate.base import GenerationResult, Generator, SamplingParams
@@ -283,6 +284,19 @@ def _prepare_out(out: Path, config: Config) -> None:
     saved.write_text(dump_config(config), encoding="utf-8")
 
 
+def _make_judge(config: Config, judge_config: LLMClientConfig) -> Any:
+    """The judge of ``eval.judge``, caching its verdicts in the web cache unless caching is off."""
+    from deepresearcher.eval.judge import Judge
+    from deepresearcher.llm import make_chat_client
+
+    cache = None
+    if config.cache.mode != "off":
+        from deepresearcher.web.cache import WebCache
+
+        cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
+    return Judge(make_chat_client(judge_config), cache=cache, model_name=judge_config.model or judge_config.kind)
+
+
 async def _run_pending(
     config: Config,
     pending: list[tuple[str, QATask, int]],
@@ -296,71 +310,57 @@ async def _run_pending(
     from deepresearcher.generate.factory import make_policy
     from deepresearcher.web.environment import WebEnvironment
 
-    judge = None
-    if config.eval.judge is not None:
-        from deepresearcher.eval.judge import Judge
-        from deepresearcher.llm import make_chat_client
-
-        judge_cache = None
-        if config.cache.mode != "off":
-            from deepresearcher.web.cache import WebCache
-
-            judge_cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
-        judge = Judge(make_chat_client(config.eval.judge), cache=judge_cache,
-                      model_name=config.eval.judge.model or config.eval.judge.kind)
-    generator, tokenizer = policy if policy is not None else make_policy(config)
-    agent_cfg = config.agent
-    max_context = getattr(generator, "max_context", None)
-    if max_context and agent_cfg.context_budget > max_context:
-        agent_cfg = agent_cfg.model_copy(update={"context_budget": max_context})
-    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
-    slots = asyncio.Semaphore(config.eval.concurrency)
     ran = 0
-    handle = path.open("ab")
-    try:
-        async with WebEnvironment.from_config(config) as env:
-            toolbox = ToolBox(env, config)
-            engines = {
-                sample: RolloutEngine(_SeededGenerator(generator, config.eval.seed + sample), toolbox, template, agent_cfg)
-                for sample in sorted({s for _, _, s in pending})
+    async with contextlib.AsyncExitStack() as stack:  # closes whatever was opened, in reverse, on any exit
+        judge = None
+        if config.eval.judge is not None:
+            judge = _make_judge(config, config.eval.judge)
+            stack.push_async_callback(judge.aclose)
+        generator, tokenizer = policy if policy is not None else make_policy(config)
+        stack.push_async_callback(generator.aclose)
+        agent_cfg = config.agent
+        max_context = getattr(generator, "max_context", None)
+        if max_context and agent_cfg.context_budget > max_context:
+            agent_cfg = agent_cfg.model_copy(update={"context_budget": max_context})
+        template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+        env = await stack.enter_async_context(WebEnvironment.from_config(config))
+        handle = stack.enter_context(path.open("ab"))
+        toolbox = ToolBox(env, config)
+        engines = {
+            sample: RolloutEngine(_SeededGenerator(generator, config.eval.seed + sample), toolbox, template, agent_cfg)
+            for sample in sorted({s for _, _, s in pending})
+        }
+        slots = asyncio.Semaphore(config.eval.concurrency)
+
+        async def one(benchmark: str, task: QATask, sample: int) -> None:
+            nonlocal ran
+            async with slots:
+                trajectory = await engines[sample].run(
+                    RolloutTask(task_id=task.id, question=task.question, golds=task.golds,
+                                metadata={"benchmark": benchmark, "sample": sample})
+                )
+                scored = await score_trajectory(trajectory, task, judge, config)
+            record = {
+                "benchmark": benchmark, "task_id": task.id, "sample": sample,
+                "seed": config.eval.seed + sample, "split": task.split, "question": task.question,
+                "golds": task.golds, "answer": trajectory.answer, "termination": trajectory.termination,
+                "turns": len(trajectory.turns), "seconds": trajectory.metadata.get("seconds", 0.0),
+                **scored, "trajectory": trajectory.model_dump(mode="json"),
             }
+            handle.write(orjson.dumps(record) + b"\n")  # one write per record, synced: a kill loses no finished one
+            handle.flush()
+            os.fsync(handle.fileno())
+            ran += 1
+            if on_record is not None:
+                on_record(record)
 
-            async def one(benchmark: str, task: QATask, sample: int) -> None:
-                nonlocal ran
-                async with slots:
-                    trajectory = await engines[sample].run(
-                        RolloutTask(task_id=task.id, question=task.question, golds=task.golds,
-                                    metadata={"benchmark": benchmark, "sample": sample})
-                    )
-                    scored = await score_trajectory(trajectory, task, judge, config)
-                record = {
-                    "benchmark": benchmark, "task_id": task.id, "sample": sample,
-                    "seed": config.eval.seed + sample, "split": task.split, "question": task.question,
-                    "golds": task.golds, "answer": trajectory.answer, "termination": trajectory.termination,
-                    "turns": len(trajectory.turns), "seconds": trajectory.metadata.get("seconds", 0.0),
-                    **scored, "trajectory": trajectory.model_dump(mode="json"),
-                }
-                handle.write(orjson.dumps(record) + b"\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-                ran += 1
-                if on_record is not None:
-                    on_record(record)
-
-            jobs = [asyncio.ensure_future(one(*item)) for item in pending]
-            try:
-                await asyncio.gather(*jobs)
-            finally:
-                for job in jobs:
-                    job.cancel()
-                await asyncio.gather(*jobs, return_exceptions=True)
-    finally:
-        handle.close()
-        await generator.aclose()
-        if judge is not None:
-            await judge.aclose()
-            if judge.cache is not None:
-                await judge.cache.aclose()
+        jobs = [asyncio.ensure_future(one(*item)) for item in pending]
+        try:
+            await asyncio.gather(*jobs)
+        finally:  # one failure (a dead generator) cancels the rest; finished records are already on disk
+            for job in jobs:
+                job.cancel()
+            await asyncio.gather(*jobs, return_exceptions=True)
     return ran
 
 
