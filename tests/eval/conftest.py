@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from aiohttp import web
 
 from deepresearcher.data import QATask, write_verl_parquet
+from deepresearcher.testing._serve import serve_in_thread
 
 # question -> the answer the scripted policy gives (some right, some wrong, one never answers)
 QUESTIONS: dict[str, tuple[list[str], str | None]] = {
@@ -58,37 +58,21 @@ class CompletionsPolicy:
         server = cls(answers, delay_s)
         app = web.Application()
         app.router.add_post("/v1/completions", server._complete)
-        runner = web.AppRunner(app, access_log=None)
-        loop = asyncio.new_event_loop()
-        started = threading.Event()
-
-        async def start() -> None:
-            await runner.setup()
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            server.base_url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"  # type: ignore[union-attr]
-
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(start())
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        assert started.wait(10)
-        try:
+        with serve_in_thread(app, "completions-policy") as url:
+            server.base_url = url + "/v1"
             yield server
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
 
 
 @pytest.fixture
 def policy_server() -> Iterator[CompletionsPolicy]:
     yield from CompletionsPolicy.serving({q: a for q, (_, a) in QUESTIONS.items()})
+
+
+@pytest.fixture
+def slow_policy() -> Iterator[CompletionsPolicy]:
+    """A policy that answers ten coded questions, a quarter second per reply, slow enough to be killed mid-eval."""
+    answers = {f"What is the code of item number {i}?": f"code {i}" for i in range(10)}
+    yield from CompletionsPolicy.serving(answers, delay_s=0.25)
 
 
 @pytest.fixture(scope="session")

@@ -9,21 +9,10 @@ import sys
 import time
 
 import orjson
-import pytest
 
 from deepresearcher.data import QATask, write_verl_parquet
 
 N = 10
-
-
-@pytest.fixture
-def slow_policy():
-    from conftest import (
-        CompletionsPolicy,  # the tests/eval conftest, importable by name under pytest
-    )
-
-    answers = {f"What is the code of item number {i}?": f"code {i}" for i in range(N)}
-    yield from CompletionsPolicy.serving(answers, delay_s=0.25)
 
 
 def _lines(path) -> list[dict]:
