@@ -40,6 +40,11 @@ class WorldConfig(Section):
         description="Where the built world and its index live. Default: the user's cache directory, "
         "keyed by seed and size, built on first use.",
     )
+    names_seed: int | None = Field(
+        None,
+        description="Draw entity names from this seed instead of `seed`: worlds with the same names_seed and "
+        "size share every name but not the facts, so a model cannot answer one world from memory of another.",
+    )
 
 
 class SearchConfig(Section):

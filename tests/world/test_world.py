@@ -97,3 +97,15 @@ def test_pages_carry_boilerplate_that_extraction_removes(small_world: Path) -> N
 def test_pages_come_in_several_layouts(small_world: Path) -> None:
     layouts = Counter(p["layout"] for p in iter_pages(small_world))
     assert set(layouts) == {"encyclopedia", "list", "directory", "catalogue", "news", "blog"}
+
+
+def test_worlds_sharing_a_name_pool_differ_in_facts(tmp_path: Path) -> None:
+    """Same names_seed, different seeds: identical entity names, mostly different facts."""
+    build_world(1, "tiny", tmp_path / "a", names_seed=9)
+    build_world(2, "tiny", tmp_path / "b", names_seed=9)
+    facts = [{(f["subject"], f["relation"]): f["value"] for f in map(orjson.loads, (tmp_path / w / "knowledge.jsonl").open("rb"))}
+             for w in ("a", "b")]
+    assert facts[0].keys() == facts[1].keys()
+    changed = sum(facts[0][k] != facts[1][k] for k in facts[0])
+    assert changed > 0.5 * len(facts[0])
+    assert load_manifest(tmp_path / "a")["names_seed"] == 9

@@ -19,6 +19,8 @@ def build(
     out: Path = typer.Option(..., "--out", help="Directory to write pages.jsonl, tasks/ and manifest.json to."),
     seed: int = typer.Option(7, help="Generator seed: the same seed and size give byte-identical files."),
     size: str = typer.Option("small", help="tiny | small | medium | large."),
+    names_seed: int = typer.Option(None, "--names-seed", help="Share entity names with other worlds of this "
+                                   "names seed (facts still follow --seed)."),
     index: bool = typer.Option(True, help="Also build the search index in OUT/index."),
 ) -> None:
     """Generate a world (pages, tasks with gold answers and evidence) and index it."""
@@ -33,7 +35,7 @@ def build(
         raise ConfigError(f"Unknown world size {size!r}; use one of {', '.join(SIZES)}.")
     started = time.perf_counter()
     with console.status(f"Generating world seed={seed} size={size}..."):
-        manifest = build_world(seed, size, out)
+        manifest = build_world(seed, size, out, names_seed=names_seed)
     if index:
         with console.status(f"Indexing {manifest['pages']} pages..."):
             build_index(iter_pages(out), out / "index")

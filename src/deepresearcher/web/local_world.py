@@ -22,7 +22,8 @@ def world_dir(config: Config) -> Path:
     """Where the configured world lives: ``world.dir``, or a cache folder keyed by seed, size and version."""
     if config.world.dir is not None:
         return Path(config.world.dir)
-    name = f"seed{config.world.seed}-{config.world.size}-v{GENERATOR_VERSION}"
+    names = f"-names{config.world.names_seed}" if config.world.names_seed is not None else ""
+    name = f"seed{config.world.seed}-{config.world.size}{names}-v{GENERATOR_VERSION}"
     return config.resolved_cache_dir() / "worlds" / name
 
 
@@ -45,7 +46,7 @@ def ensure_world(config: Config) -> Path:
     with _locked(root.parent / f".{root.name}.lock"):
         if not (root / "manifest.json").is_file():
             logger.info("building world seed=%s size=%s in %s", config.world.seed, config.world.size, root)
-            build_world(config.world.seed, config.world.size, root)
+            build_world(config.world.seed, config.world.size, root, names_seed=config.world.names_seed)
         if not (root / "index" / META_FILE).is_file():
             logger.info("indexing %s", root)
             build_index(iter_pages(root), root / "index")

@@ -37,18 +37,24 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build_world(seed: int, size: str, out_dir: str | Path) -> dict:
+def build_world(seed: int, size: str, out_dir: str | Path, names_seed: int | None = None) -> dict:
     """Generate the world for ``(seed, size)`` into ``out_dir`` and return its manifest.
+
+    With ``names_seed``, entity names come from that seed alone: worlds with the same ``names_seed``
+    and size share every name but not the facts, which is how training data is made that can only be
+    answered by reading the tools' output, never by recalling an earlier world.
 
     The directory is written next to its final place and renamed into it, so a reader never sees a
     half-built world and two concurrent builds of the same world do not corrupt each other.
     """
     out_dir = Path(out_dir)
     rng = random.Random(f"deepresearcher-world/{seed}/{size}")
-    kb = generate_knowledge(rng, size)
+    names = NameForge(random.Random(f"deepresearcher-names/{names_seed}/{size}")) if names_seed is not None else None
+    kb = generate_knowledge(rng, size, names=names)
     handle_forge = NameForge(random.Random(f"handles/{seed}"))
     pages, evidence = render_pages(kb, rng, [handle_forge.handle() for _ in range(12)])
-    splits = split_tasks(generate_tasks(kb, evidence, rng), prefix=f"w{seed}{size[0]}")
+    prefix = f"w{seed}{size[0]}" + (f"n{names_seed}" if names_seed is not None else "")
+    splits = split_tasks(generate_tasks(kb, evidence, rng), prefix=prefix)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
@@ -65,6 +71,7 @@ def build_world(seed: int, size: str, out_dir: str | Path) -> dict:
             "generator_version": GENERATOR_VERSION,
             "seed": seed,
             "size": size,
+            "names_seed": names_seed,
             "pages": len(pages),
             "entities": dict(sorted(Counter(e.kind for e in kb.entities.values()).items())),
             "tasks": {s: dict(sorted(Counter(t.type for t in splits[s]).items())) for s in SPLITS},

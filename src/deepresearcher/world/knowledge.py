@@ -122,10 +122,14 @@ SIZES: dict[str, dict[str, int]] = {
 
 
 def generate_knowledge(rng: random.Random, size: str, hidden_rate: float = 0.06,
-                       conflict_rate: float = 0.12) -> KnowledgeBase:
-    """Draw entities and facts for a world of ``size``; a share of facts is hidden or contradicted."""
+                       conflict_rate: float = 0.12, names: NameForge | None = None) -> KnowledgeBase:
+    """Draw entities and facts for a world of ``size``; a share of facts is hidden or contradicted.
+
+    ``names`` draws the entity names from its own generator: worlds that share it have the same
+    entities with different facts, so a model trained on one cannot answer another from memory.
+    """
     counts = SIZES[size]
-    forge = NameForge(rng)
+    forge = names or NameForge(rng)
     kb = KnowledgeBase()
     countries = [forge.country() for _ in range(counts["country"])]
     for name in countries:
