@@ -81,6 +81,11 @@ class BrowseConfig(Section):
     only_searched_urls: bool = Field(
         False, description="If true, only URLs that appeared in this rollout's searches may be browsed."
     )
+    observation_format: Literal["json", "compact"] = Field(
+        "json",
+        description="How tool results are shown to the policy: `json` is the paper's format; `compact` is plain "
+        "lines (title, URL, summary; URL then notes) with no JSON keys, for small models that pay per token.",
+    )
 
 
 class RewardConfig(Section):

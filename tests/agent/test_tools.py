@@ -93,3 +93,20 @@ async def test_non_utf8_and_empty_pages_are_read_without_crashing(tmp_path, worl
     latin, empty = orjson.loads(outcome.text)
     assert "Café au lait" in latin["information"]
     assert empty["error"] == "the page has no readable text"
+
+
+async def test_compact_observations_carry_the_same_content_without_json(world_config, small_world) -> None:
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "hop1")
+    world_config.browse.observation_format = "compact"
+    async with WebEnvironment.from_config(world_config) as env:
+        tools, context = ToolBox(env, world_config), ToolContext(task.question)
+        searched = await tools.call("web_search", {"query": [task.chain[0].query]}, context)
+        read = await tools.call("browse_webpage", {"url_list": [task.evidence_urls[0], "https://nowhere.example/"]},
+                                context)
+    first = searched.raw[0]["web_page_info_list"][0]
+    assert searched.text.startswith(f"search: {task.chain[0].query}\n1. {first['title']} | {first['url']} | ")
+    assert "{" not in searched.text and "quick_summary" not in searched.text
+    page, missing = read.text.split("\n\n")
+    assert page.startswith(f"page: {task.evidence_urls[0]}\n") and task.answers[0] in page
+    assert missing.startswith("page: https://nowhere.example/\nerror: ")
+    assert len(read.text) < len(orjson.dumps(read.raw))

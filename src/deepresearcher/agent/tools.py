@@ -4,10 +4,15 @@ A ToolBox executes one parsed call against any ``Environment`` (in process or th
 and always answers with an observation: bad arguments, unknown tools and environment failures come
 back as text that tells the policy what went wrong, never as an exception.
 
-Observation formats (JSON, as the policy sees them inside ``<tool_response>``)::
+Observation formats, as the policy sees them inside ``<tool_response>`` (``browse.observation_format``)::
 
+    json (the paper's):
     web_search     -> [{"search_query": q, "web_page_info_list": [{"title", "url", "quick_summary"}, ...]}, ...]
     browse_webpage -> [{"url": u, "information": "notes the reader kept for the question"}, ...]
+
+    compact (the same content as plain lines, for small models):
+    web_search     -> "search: q\n1. title | url | summary\n2. ..."
+    browse_webpage -> "page: url\nnotes"  (or "page: url\nerror: ...")
 """
 
 from __future__ import annotations
@@ -80,6 +85,22 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _compact(observation: list[dict[str, Any]]) -> str:
+    """The raw observation of either tool as plain lines (``browse.observation_format = compact``)."""
+    blocks = []
+    for entry in observation:
+        if "search_query" in entry:
+            lines = [f"search: {entry['search_query']}"]
+            if entry.get("error"):
+                lines.append(f"error: {entry['error']}")
+            lines += [f"{i}. {h['title']} | {h['url']} | {h['quick_summary']}"
+                      for i, h in enumerate(entry["web_page_info_list"], 1)]
+        else:
+            lines = [f"page: {entry['url']}", f"error: {entry['error']}" if "error" in entry else entry["information"]]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def _string_list(arguments: dict[str, Any], key: str, tool: str) -> list[str] | str:
     """The list of non-empty strings under ``key``, or an error message for the policy."""
     value = arguments.get(key)
@@ -137,7 +158,10 @@ class ToolBox:
                 {"title": h.title, "url": h.url, "quick_summary": h.snippet} for h in result.hits]
             context.searched_urls.update(h.url for h in result.hits)
             observation.append(entry)
-        return ToolOutcome(text=_dumps(observation), raw=observation)
+        return ToolOutcome(text=self._render(observation), raw=observation)
+
+    def _render(self, observation: list[dict[str, Any]]) -> str:
+        return _compact(observation) if self.config.browse.observation_format == "compact" else _dumps(observation)
 
     async def _browse(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
         urls = _string_list(arguments, "url_list", "browse_webpage")
@@ -164,4 +188,4 @@ class ToolBox:
             observation.append({"url": result.url, "information": "\n".join(texts) if texts else
                                 "No new information relevant to the question on this page."})
         observation += [{"url": u, "error": "only URLs returned by web_search may be browsed"} for u in refused]
-        return ToolOutcome(text=_dumps(observation), raw=observation)
+        return ToolOutcome(text=self._render(observation), raw=observation)
