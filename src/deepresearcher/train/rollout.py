@@ -1,7 +1,9 @@
 """The bridge between training and the agent: episodes against the real tools, and their rewards.
 
-``WorldRollouts`` owns one environment and toolbox for a whole run (built once, used by every
-step) and one event loop, so async resources stay bound to a single loop across steps. It collects
+``WorldRollouts`` owns one environment and toolbox per world for a whole run (built once, used by
+every step) and one event loop, so async resources stay bound to a single loop across steps. Worlds
+that share names but not facts (``world.names_seed``) reuse the same URLs, so each task carries the
+index of its world (``task["world"]``) and its tool calls go to that world's environment. It collects
 policy episodes with the live model (``collect``) and the oracle's episodes for SFT
 (``oracle_episodes``, ``replay``),
 both through the same rollout engine and chat template.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from deepresearcher.agent.template import THINK_OPEN, ChatTemplate
@@ -58,10 +61,18 @@ def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Confi
     }
 
 
-class WorldRollouts:
-    """Episodes of a policy (or the oracle) against the configured environment."""
+def world_config(config: Config, world_dir: Path) -> Config:
+    """``config`` pointed at the world built in ``world_dir`` (its pages and its own index)."""
+    return config.model_copy(update={
+        "world": config.world.model_copy(update={"dir": world_dir}),
+        "search": config.search.model_copy(update={"index": world_dir / "index"}),
+    })
 
-    def __init__(self, config: Config, *, seed: int = 0) -> None:
+
+class WorldRollouts:
+    """Episodes of a policy (or the oracle) against the configured environment, or one per world."""
+
+    def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path] | None = None) -> None:
         from deepresearcher.agent.tools import ToolBox
         from deepresearcher.web.environment import WebEnvironment
 
@@ -69,9 +80,14 @@ class WorldRollouts:
         self.compact_prompt = config.train.compact_prompt
         self.seed = seed
         self.loop = asyncio.new_event_loop()
-        self.env = WebEnvironment.from_config(config)
-        self.toolbox = ToolBox(self.env, config)
+        configs = [world_config(config, d) for d in world_dirs] if world_dirs else [config]
+        self.envs = [WebEnvironment.from_config(c) for c in configs]
+        self.toolboxes = [ToolBox(env, c) for env, c in zip(self.envs, configs, strict=True)]
         self.calls = 0
+
+    def toolbox(self, task: dict[str, Any]) -> Any:
+        """The toolbox of the world ``task`` belongs to (world 0 when it names none)."""
+        return self.toolboxes[task.get("world", 0)]
 
     def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any, step: int | None = None) -> list[Trajectory]:
         """One episode per task with ``model``'s current weights, in task order.
@@ -87,19 +103,35 @@ class WorldRollouts:
             model, tokenizer, max_batch=max(len(tasks), 1), seed=self.seed * 100_003 + (self.calls if step is None else step)
         )
         template = make_template(tokenizer, self.compact_prompt)
-        return self.loop.run_until_complete(
-            run_rollouts(tasks, generator, self.toolbox, tokenizer, self.config.agent, template=template)
-        )
+        by_world: dict[int, list[int]] = {}
+        for i, task in enumerate(tasks):
+            by_world.setdefault(task.get("world", 0), []).append(i)
+
+        async def run_all() -> list[Trajectory]:
+            # One engine per world, all sharing the generator, so a step's rollouts are still sampled as one batch.
+            groups = await asyncio.gather(*(
+                run_rollouts([tasks[i] for i in idx], generator, self.toolboxes[w], tokenizer, self.config.agent,
+                             template=template)
+                for w, idx in by_world.items()
+            ))
+            ordered: list[Trajectory | None] = [None] * len(tasks)
+            for idx, trajectories in zip(by_world.values(), groups, strict=True):
+                for i, trajectory in zip(idx, trajectories, strict=True):
+                    ordered[i] = trajectory
+            return ordered  # type: ignore[return-value]
+
+        return self.loop.run_until_complete(run_all())
 
     def oracle_episodes(self, tasks: list[dict[str, Any]]) -> list[Any]:
         """The scripted oracle's episodes (assistant turns and observations as text) for ``tasks``."""
         from deepresearcher.agent.oracle import OracleResearcher
         from deepresearcher.world import Task
 
-        researcher = OracleResearcher(self.toolbox)
-
         async def run_all() -> list[Any]:
-            return list(await asyncio.gather(*(researcher.run(Task.from_dict(t)) for t in tasks)))
+            return list(await asyncio.gather(*(
+                OracleResearcher(self.toolbox(t)).run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
+                for t in tasks
+            )))
 
         return self.loop.run_until_complete(run_all())
 
@@ -117,7 +149,7 @@ class WorldRollouts:
 
         async def one(task: dict[str, Any], episode: Any) -> Trajectory:
             generator = ScriptedGenerator(tokenizer, [_strip_think(turn.assistant) for turn in episode.turns])
-            (trajectory,) = await run_rollouts([task], generator, self.toolbox, tokenizer, agent, template=template)
+            (trajectory,) = await run_rollouts([task], generator, self.toolbox(task), tokenizer, agent, template=template)
             return trajectory
 
         async def run_all() -> list[Trajectory]:
@@ -126,7 +158,8 @@ class WorldRollouts:
         return self.loop.run_until_complete(run_all())
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.env.aclose())
+        for env in self.envs:
+            self.loop.run_until_complete(env.aclose())
         self.loop.close()
 
 
