@@ -61,3 +61,13 @@ def test_bench_search_prints_json(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["documents"] == 2000 and report["latency_ms_p50"] > 0
+
+
+def test_env_reports_versions_for_bug_reports() -> None:
+    result = run("env")
+    assert result.returncode == 0, result.stderr
+    lines = dict(line[2:].split(": ", 1) for line in result.stdout.splitlines())
+    import torch
+
+    assert lines["torch"] == torch.__version__ and lines["deepresearcher"] == "0.1.0"
+    assert lines["vllm"] in ("not installed",) or lines["vllm"][0].isdigit()

@@ -19,7 +19,7 @@ from deepresearcher.errors import DeepResearcherError
 
 # Modules under deepresearcher.cli that each add their commands with ``register(app)``.
 COMMAND_MODULES: tuple[str, ...] = (
-    "config_cmd", "world_cmd", "search_cmd", "bench_cmd", "cache_cmd", "serve_cmd", "models_cmd", "data_cmd",
+    "config_cmd", "env_cmd", "world_cmd", "search_cmd", "bench_cmd", "cache_cmd", "serve_cmd", "models_cmd", "data_cmd",
     "research_cmd", "eval_cmd", "train_cmd",
 )
 
