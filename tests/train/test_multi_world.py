@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from deepresearcher.config import load_config
-from deepresearcher.train.quickstart import ensure_training_worlds
 from deepresearcher.reward import answer_metrics
+from deepresearcher.train.quickstart import ensure_training_worlds
 from deepresearcher.train.rollout import WorldRollouts, task_dict
 from deepresearcher.world import load_tasks
 
