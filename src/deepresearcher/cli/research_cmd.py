@@ -114,11 +114,11 @@ async def run_research(question: str, cfg: Any, on_event: Any = None) -> Any:
     from deepresearcher.agent.loop import RolloutTask, run_rollouts
     from deepresearcher.agent.tools import ToolBox
     from deepresearcher.generate.factory import make_policy
-    from deepresearcher.web.environment import WebEnvironment
+    from deepresearcher.web import make_environment
 
     generator, tokenizer = make_policy(cfg)
     try:
-        async with WebEnvironment.from_config(cfg) as env:
+        async with make_environment(cfg) as env:
             [trajectory] = await run_rollouts(
                 [RolloutTask(question=question)], generator, ToolBox(env, cfg), tokenizer, cfg.agent, on_event=on_event
             )

@@ -308,7 +308,7 @@ async def _run_pending(
     from deepresearcher.agent.template import ChatTemplate
     from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
     from deepresearcher.generate.factory import make_policy
-    from deepresearcher.web.environment import WebEnvironment
+    from deepresearcher.web import make_environment
 
     ran = 0
     async with contextlib.AsyncExitStack() as stack:  # closes whatever was opened, in reverse, on any exit
@@ -323,7 +323,7 @@ async def _run_pending(
         if max_context and agent_cfg.context_budget > max_context:
             agent_cfg = agent_cfg.model_copy(update={"context_budget": max_context})
         template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
-        env = await stack.enter_async_context(WebEnvironment.from_config(config))
+        env = await stack.enter_async_context(make_environment(config))
         handle = stack.enter_context(path.open("ab"))
         toolbox = ToolBox(env, config)
         engines = {

@@ -74,14 +74,14 @@ class WorldRollouts:
 
     def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path] | None = None) -> None:
         from deepresearcher.agent.tools import ToolBox
-        from deepresearcher.web.environment import WebEnvironment
+        from deepresearcher.web import make_environment
 
         self.config = config
         self.compact_prompt = config.train.compact_prompt
         self.seed = seed
         self.loop = asyncio.new_event_loop()
         configs = [world_config(config, d) for d in world_dirs] if world_dirs else [config]
-        self.envs = [WebEnvironment.from_config(c) for c in configs]
+        self.envs = [make_environment(c) for c in configs]
         self.toolboxes = [ToolBox(env, c) for env, c in zip(self.envs, configs, strict=True)]
         self.calls = 0
 
