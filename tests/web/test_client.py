@@ -14,22 +14,10 @@ from deepresearcher.errors import (
     RequestRejectedError,
 )
 from deepresearcher.testing.handlers import HandlerProcess, handler_thread
-from deepresearcher.testing.loopback_web import LoopbackWeb
 from deepresearcher.web.cache import WebCache
 from deepresearcher.web.client import RemoteEnvironment, make_remote_environment
 from deepresearcher.web.interface import Environment
 from deepresearcher.web.server import create_app
-from deepresearcher.world import build_world
-
-
-@pytest.fixture(scope="module")
-def web(tmp_path_factory):
-    world = tmp_path_factory.mktemp("world")
-    build_world(7, "tiny", world)
-    with pytest.MonkeyPatch.context() as mp, LoopbackWeb.from_world(world).running() as running:
-        for name, value in running.env_vars.items():
-            mp.setenv(name, value)
-        yield running
 
 
 @pytest.fixture
