@@ -45,6 +45,11 @@ class WorldConfig(Section):
         description="Draw entity names from this seed instead of `seed`: worlds with the same names_seed and "
         "size share every name but not the facts, so a model cannot answer one world from memory of another.",
     )
+    background_sentences: int = Field(
+        2, ge=0, le=2,
+        description="Sentences of background prose between an article's lead and its facts (as on real "
+        "encyclopedia pages). 0 puts the infobox right after the lead: shorter browse results for CPU training.",
+    )
 
 
 class SearchConfig(Section):
@@ -362,7 +367,7 @@ class SFTConfig(Section):
     """Supervised warm start on the scripted oracle's trajectories (``deepresearcher sft``)."""
 
     num_tasks: int = Field(2000, ge=1, description="Oracle trajectories generated from train-split tasks.")
-    steps: int = Field(450, ge=1, description="Optimizer steps.")
+    steps: int = Field(450, ge=0, description="Optimizer steps. 0 in the quickstart: no SFT, `--model` is the warm start.")
     batch_size: int = Field(16, ge=1, description="Trajectories per optimizer step.")
     learning_rate: float = Field(3e-3, gt=0, description="Peak AdamW learning rate (linear warmup, cosine decay).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
@@ -396,7 +401,8 @@ class TrainConfig(Section):
     micro_batch_size: int = Field(
         8, ge=1, description="Rollouts per forward/backward pass; gradients accumulate over the whole step."
     )
-    max_steps: int = Field(100, ge=1, description="Optimizer steps of the run.")
+    max_steps: int = Field(100, ge=0, description="Optimizer steps of the run. 0 in the quickstart: stop after SFT "
+                           "and its evaluation.")
     learning_rate: float = Field(1e-6, gt=0, description="AdamW learning rate (constant after warmup).")
     warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warmup steps.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")

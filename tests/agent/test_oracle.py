@@ -55,3 +55,16 @@ def test_value_extraction_reads_infoboxes_lists_and_sentences() -> None:
     assert extract_value("birth_year", "Ana Bel", "- Ana Bel (born 1931)") == "1931"
     assert extract_value("born_in", "Ana Bel", "- Ana Bel (born 1931)", title="Notable people from Oskar") == "Oskar"
     assert extract_value("founded_by", "Zeta Works", "nothing relevant here") is None
+
+
+async def test_terse_oracle_writes_shorter_thoughts_and_still_answers(world_config, small_world) -> None:
+    """The terse oracle (SFT data for from-scratch models) says less per turn but reaches the same answers."""
+    tasks = [t for t in load_tasks(small_world, "test") if t.answerable][:20]
+    async with WebEnvironment.from_config(world_config) as env:
+        toolbox = ToolBox(env, world_config)
+        full = [await OracleResearcher(toolbox).run(t) for t in tasks]
+        terse = [await OracleResearcher(toolbox, terse=True).run(t) for t in tasks]
+    assert [e.answer for e in terse] == [e.answer for e in full]
+    for a, b in zip(full, terse):
+        assert [t.observation for t in a.turns] == [t.observation for t in b.turns], "same tool calls, same results"
+        assert sum(len(t.assistant) for t in b.turns) < sum(len(t.assistant) for t in a.turns)

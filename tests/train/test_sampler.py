@@ -57,3 +57,21 @@ def test_stop_string_ends_a_row_and_is_kept(tiny_model_dir: Path) -> None:
     assert result.finish_reason == "stop" and result.stop_reason == stop
     assert tokenizer.decode(result.token_ids).endswith(stop)
     assert result.token_ids == probe.token_ids[: len(result.token_ids)]
+
+
+def test_sampled_tokens_follow_the_model_distribution(tiny_model_dir: Path) -> None:
+    """Inverse-CDF draws reproduce a known distribution per row (a broken draw skews or shifts it)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    generator = LocalBatchedGenerator(model=None, tokenizer=tokenizer, seed=1)
+    probs = torch.zeros(2, 50)
+    probs[0, [0, 7, 49]] = torch.tensor([0.5, 0.3, 0.2])
+    probs[1, [3, 4]] = torch.tensor([0.9, 0.1])
+    counts = torch.zeros(2, 50)
+    logp = probs.log()
+    for _ in range(4000):
+        counts[torch.arange(2), generator._draw(logp)] += 1
+    assert counts[0, [0, 7, 49]].sum() == counts[1, [3, 4]].sum() == 4000, "never a token of probability 0"
+    assert (counts[0, [0, 7, 49]] / 4000).tolist() == pytest.approx([0.5, 0.3, 0.2], abs=0.03)
+    assert (counts[1, [3, 4]] / 4000).tolist() == pytest.approx([0.9, 0.1], abs=0.03)

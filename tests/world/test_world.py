@@ -109,3 +109,24 @@ def test_worlds_sharing_a_name_pool_differ_in_facts(tmp_path: Path) -> None:
     changed = sum(facts[0][k] != facts[1][k] for k in facts[0])
     assert changed > 0.5 * len(facts[0])
     assert load_manifest(tmp_path / "a")["names_seed"] == 9
+
+
+def test_fewer_background_sentences_shorten_articles_and_change_nothing_else(tmp_path: Path) -> None:
+    """background_sentences=0 drops the prose before the infobox; every task and every other page is unchanged."""
+    build_world(3, "tiny", tmp_path / "bg2")
+    manifest = build_world(3, "tiny", tmp_path / "bg0", background_sentences=0)
+    assert manifest["background_sentences"] == 0
+    for split in ("train", "dev", "test"):
+        assert (tmp_path / "bg2" / "tasks" / f"{split}.jsonl").read_bytes() == \
+            (tmp_path / "bg0" / "tasks" / f"{split}.jsonl").read_bytes()
+    full = {p["url"]: p for p in iter_pages(tmp_path / "bg2")}
+    short = {p["url"]: p for p in iter_pages(tmp_path / "bg0")}
+    assert full.keys() == short.keys()
+    articles = [u for u, p in full.items() if p["layout"] == "encyclopedia"]
+    assert articles
+    for url in articles:
+        before, after = html_to_text(full[url]["html"]), html_to_text(short[url]["html"])
+        assert len(after) < len(before)
+        assert "archival material" not in after and "volunteer editors" not in after and "documentaries" not in after
+        assert after.index("Overview") < 200, "the infobox follows the lead directly"
+    assert all(full[u] == short[u] for u in full if u not in articles)

@@ -6,6 +6,8 @@ the natural query, browses the best hit, and reads the value off the page the wa
 infobox or a list. Its turns are written in the policy's format, so they double as SFT data.
 
 With ``use_browse=False`` it answers from search snippets alone, which shows how much browsing adds.
+With ``terse=True`` its thoughts are a few words each: shorter SFT episodes for a from-scratch model,
+which learns the protocol from the data rather than from the prose.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ def _call(name: str, arguments: dict) -> str:
 class OracleResearcher:
     """Answers world tasks through a ToolBox, one hop at a time."""
 
-    def __init__(self, toolbox: ToolBox, use_browse: bool = True, pages_per_hop: int = 1) -> None:
-        self.toolbox, self.use_browse, self.pages_per_hop = toolbox, use_browse, pages_per_hop
+    def __init__(self, toolbox: ToolBox, use_browse: bool = True, pages_per_hop: int = 1, terse: bool = False) -> None:
+        self.toolbox, self.use_browse, self.pages_per_hop, self.terse = toolbox, use_browse, pages_per_hop, terse
 
     async def run(self, task: Task) -> OracleEpisode:
         episode = OracleEpisode(task.id, "")
@@ -117,7 +119,8 @@ class OracleResearcher:
                       pages: int = 1) -> str | None:
         query = RELATIONS[relation].query.format(s=subject)
         noun = RELATIONS[relation].noun.format(s=subject)
-        search_text = f"<think>I need {noun}. Let me search for it.</think>\n" + _call("web_search", {"query": [query]})
+        search_think = f"I need {noun}." if self.terse else f"I need {noun}. Let me search for it."
+        search_text = f"<think>{search_think}</think>\n" + _call("web_search", {"query": [query]})
         outcome = await self.toolbox.call("web_search", {"query": [query]}, context)
         episode.turns.append(OracleTurn(search_text, outcome.text))
         hits = [h for result in (outcome.raw or []) for h in result.get("web_page_info_list", [])]
@@ -129,7 +132,8 @@ class OracleResearcher:
         urls = [h["url"] for h in ranked[:pages]]
         if not urls:
             return None
-        browse_text = f"<think>These pages should state {noun}.</think>\n" + _call("browse_webpage", {"url_list": urls})
+        browse_think = "Reading it." if self.terse else f"These pages should state {noun}."
+        browse_text = f"<think>{browse_think}</think>\n" + _call("browse_webpage", {"url_list": urls})
         outcome = await self.toolbox.call("browse_webpage", {"url_list": urls}, context)
         episode.turns.append(OracleTurn(browse_text, outcome.text))
         titles = {h["url"]: h["title"] for h in hits}

@@ -21,6 +21,8 @@ def build(
     size: str = typer.Option("small", help="tiny | small | medium | large."),
     names_seed: int = typer.Option(None, "--names-seed", help="Share entity names with other worlds of this "
                                    "names seed (facts still follow --seed)."),
+    background_sentences: int = typer.Option(2, "--background-sentences", min=0, max=2, help="Prose sentences "
+                                             "between an article's lead and its infobox (0: shorter pages)."),
     index: bool = typer.Option(True, help="Also build the search index in OUT/index."),
 ) -> None:
     """Generate a world (pages, tasks with gold answers and evidence) and index it."""
@@ -35,7 +37,7 @@ def build(
         raise ConfigError(f"Unknown world size {size!r}; use one of {', '.join(SIZES)}.")
     started = time.perf_counter()
     with console.status(f"Generating world seed={seed} size={size}..."):
-        manifest = build_world(seed, size, out, names_seed=names_seed)
+        manifest = build_world(seed, size, out, names_seed=names_seed, background_sentences=background_sentences)
     if index:
         with console.status(f"Indexing {manifest['pages']} pages..."):
             build_index(iter_pages(out), out / "index")

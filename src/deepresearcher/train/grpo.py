@@ -340,6 +340,8 @@ def train_grpo(
     from trl import GRPOTrainer
 
     cfg = config.train
+    if cfg.max_steps < 1:
+        raise ConfigError("train.max_steps is 0: set it to the number of GRPO optimizer steps (e.g. --set train.max_steps=50).")
     run = RunDir(cfg.runs_dir / cfg.run_name)
     checkpoint = run.latest_checkpoint() if resume else None
     if resume and checkpoint is None:

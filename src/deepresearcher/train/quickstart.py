@@ -192,52 +192,57 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         oracle_f1 = sum(s["f1"] for s in oracle_scores) / len(oracle_scores)
         tokens = sum(len(t.all_ids) for t in sft_data) / len(sft_data)
         say(f"oracle: F1 {oracle_f1:.3f} on {len(sft_data)} train tasks, {tokens:.0f} tokens per episode")
-        sft_dir = run.root / "sft_model"
-        sft = train_sft(
-            base, sft_data, cfg.sft, sft_dir,
-            on_step=lambda step, loss: say(f"sft step {step}/{cfg.sft.steps} loss {loss:.3f}") if step % 25 == 0 else None,
-        )
-        say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")
-        lap("sft")
+        if cfg.sft.steps:
+            sft_dir = run.root / "sft_model"
+            sft = train_sft(
+                base, sft_data, cfg.sft, sft_dir,
+                on_step=lambda step, loss: say(f"sft step {step}/{cfg.sft.steps} loss {loss:.3f}") if step % 25 == 0 else None,
+            )
+            say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")
+            lap("sft")
+        else:  # train.sft.steps 0: the given model is already the warm start
+            sft_dir = base
+            say(f"sft: skipped (train.sft.steps=0); GRPO starts from {base}")
 
         after_sft = evaluate(sft_dir, test_tasks, rollouts, config)
+        run.write_jsonl("eval_after_sft.jsonl", after_sft.rows)
         say(_format_table("after SFT", after_sft))
         lap("eval_sft")
 
-        grpo_tasks = train_tasks[cfg.sft.num_tasks :] or train_tasks
-        result = train_grpo(
-            config, sft_dir, grpo_tasks, rollouts.collect,
-            lambda t, task: score_trajectory(t, task, config),
-        )
-        lap("grpo")
+        after_grpo = None
+        if cfg.max_steps:
+            grpo_tasks = train_tasks[cfg.sft.num_tasks :] or train_tasks
+            result = train_grpo(
+                config, sft_dir, grpo_tasks, rollouts.collect,
+                lambda t, task: score_trajectory(t, task, config),
+            )
+            lap("grpo")
 
-        after_grpo = evaluate(result.model_dir, test_tasks, rollouts, config)
-        say(_format_table("after GRPO", after_grpo))
-        lap("eval_grpo")
+            after_grpo = evaluate(result.model_dir, test_tasks, rollouts, config)
+            run.write_jsonl("eval_after_grpo.jsonl", after_grpo.rows)
+            say(_format_table("after GRPO", after_grpo))
+            lap("eval_grpo")
     finally:
         rollouts.close()
 
-    gain, se = paired_gain(after_sft, after_grpo)
-    summary = {
+    stages = [("after SFT", after_sft)] + ([("after GRPO", after_grpo)] if after_grpo else [])
+    summary: dict[str, Any] = {
         "oracle_f1": oracle_f1,
         "after_sft": after_sft.by_type()["all"],
-        "after_grpo": after_grpo.by_type()["all"],
-        "f1_gain": gain,
-        "f1_gain_se": se,
         "eval_tasks": len(test_tasks),
         "timings_s": timings,
         "total_s": round(sum(timings.values()), 1),
     }
-    rows = []
-    for stage, res in (("after SFT", after_sft), ("after GRPO", after_grpo)):
-        for kind, s in res.by_type().items():
-            rows.append({"stage": stage, "type": kind, **s})
-    notes = [
-        f"F1 gain from GRPO: {100 * gain:+.1f} points (paired SE {100 * se:.1f}) on {len(test_tasks)} held-out tasks; "
-        f"format-error rate {after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
-        f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.",
-        f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}. Step times (s): {timings}.",
-    ]
+    notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}. Step times (s): {timings}."]
+    if after_grpo is not None:
+        gain, se = paired_gain(after_sft, after_grpo)
+        summary.update(after_grpo=after_grpo.by_type()["all"], f1_gain=gain, f1_gain_se=se)
+        notes.insert(0,
+            f"F1 gain from GRPO: {100 * gain:+.1f} points (paired SE {100 * se:.1f}) on {len(test_tasks)} held-out "
+            f"tasks; format-error rate {after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
+            f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
+    rows = [{"stage": stage, "type": kind, **s} for stage, res in stages for kind, s in res.by_type().items()]
+    run.write_json("summary.json", summary)
     write_report(run, title=f"deepresearcher quickstart ({cfg.run_name})", tables={"Held-out evaluation": rows}, notes=notes)
     say(f"report: {run.root / 'report.html'}")
     return summary

@@ -129,7 +129,7 @@ class WorldRollouts:
 
         async def run_all() -> list[Any]:
             return list(await asyncio.gather(*(
-                OracleResearcher(self.toolbox(t)).run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
+                OracleResearcher(self.toolbox(t), terse=self.compact_prompt).run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
                 for t in tasks
             )))
 

@@ -8,6 +8,8 @@
       model/                 the final policy, loadable with from_pretrained
       tensorboard/           TensorBoard event files, when tensorboard is installed
       report.html, *.png     curves and example trajectories (``deepresearcher.train.report``)
+      summary.json           quickstart: the held-out evaluation summary and step times
+      eval_after_*.jsonl     quickstart: per-task scores of each evaluation (for paired comparisons)
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ class RunDir:
             return
         kept = [r for r in read_metrics(self.metrics_path) if r.get("step", 0) <= step]
         self.metrics_path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept), encoding="utf-8")
+
+    def write_json(self, name: str, value: Any) -> Path:
+        path = self.root / name
+        path.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return path
+
+    def write_jsonl(self, name: str, rows: Iterable[dict[str, Any]]) -> Path:
+        path = self.root / name
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+        return path
 
     def write_samples(self, step: int, trajectories: Iterable[Trajectory]) -> Path:
         self.samples_dir.mkdir(exist_ok=True)

@@ -28,6 +28,7 @@ from typing import Any
 
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import SFTConfig
+from deepresearcher.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,8 @@ def train_sft(
 
     if not trajectories:
         raise ValueError("SFT needs at least one trajectory")
+    if cfg.steps < 1:
+        raise ConfigError("train.sft.steps is 0: set it to the number of SFT optimizer steps (the quickstart uses 450).")
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     model.train()

@@ -23,7 +23,8 @@ def world_dir(config: Config) -> Path:
     if config.world.dir is not None:
         return Path(config.world.dir)
     names = f"-names{config.world.names_seed}" if config.world.names_seed is not None else ""
-    name = f"seed{config.world.seed}-{config.world.size}{names}-v{GENERATOR_VERSION}"
+    background = f"-bg{config.world.background_sentences}" if config.world.background_sentences != 2 else ""
+    name = f"seed{config.world.seed}-{config.world.size}{names}{background}-v{GENERATOR_VERSION}"
     return config.resolved_cache_dir() / "worlds" / name
 
 
@@ -46,7 +47,8 @@ def ensure_world(config: Config) -> Path:
     with _locked(root.parent / f".{root.name}.lock"):
         if not (root / "manifest.json").is_file():
             logger.info("building world seed=%s size=%s in %s", config.world.seed, config.world.size, root)
-            build_world(config.world.seed, config.world.size, root, names_seed=config.world.names_seed)
+            build_world(config.world.seed, config.world.size, root, names_seed=config.world.names_seed,
+                        background_sentences=config.world.background_sentences)
         if not (root / "index" / META_FILE).is_file():
             logger.info("indexing %s", root)
             build_index(iter_pages(root), root / "index")

@@ -37,12 +37,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build_world(seed: int, size: str, out_dir: str | Path, names_seed: int | None = None) -> dict:
+def build_world(seed: int, size: str, out_dir: str | Path, names_seed: int | None = None,
+                background_sentences: int = 2) -> dict:
     """Generate the world for ``(seed, size)`` into ``out_dir`` and return its manifest.
 
     With ``names_seed``, entity names come from that seed alone: worlds with the same ``names_seed``
     and size share every name but not the facts, which is how training data is made that can only be
     answered by reading the tools' output, never by recalling an earlier world.
+    ``background_sentences`` (0-2) is the prose between an article's lead and its infobox; fewer
+    sentences change those articles only (every other page and every task stay byte-identical).
 
     The directory is written next to its final place and renamed into it, so a reader never sees a
     half-built world and two concurrent builds of the same world do not corrupt each other.
@@ -52,7 +55,7 @@ def build_world(seed: int, size: str, out_dir: str | Path, names_seed: int | Non
     names = NameForge(random.Random(f"deepresearcher-names/{names_seed}/{size}")) if names_seed is not None else None
     kb = generate_knowledge(rng, size, names=names)
     handle_forge = NameForge(random.Random(f"handles/{seed}"))
-    pages, evidence = render_pages(kb, rng, [handle_forge.handle() for _ in range(12)])
+    pages, evidence = render_pages(kb, rng, [handle_forge.handle() for _ in range(12)], background_sentences)
     prefix = f"w{seed}{size[0]}" + (f"n{names_seed}" if names_seed is not None else "")
     splits = split_tasks(generate_tasks(kb, evidence, rng), prefix=prefix)
 
@@ -72,6 +75,7 @@ def build_world(seed: int, size: str, out_dir: str | Path, names_seed: int | Non
             "seed": seed,
             "size": size,
             "names_seed": names_seed,
+            **({"background_sentences": background_sentences} if background_sentences != 2 else {}),
             "pages": len(pages),
             "entities": dict(sorted(Counter(e.kind for e in kb.entities.values()).items())),
             "tasks": {s: dict(sorted(Counter(t.type for t in splits[s]).items())) for s in SPLITS},

@@ -121,7 +121,8 @@ _FLUFF = (
 )
 
 
-def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.Random) -> RenderedPage:
+def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.Random,
+                  background_sentences: int = 2) -> RenderedPage:
     """An encyclopedia article: a lead that names the entity, background, an infobox, then the facts.
 
     The facts are stated without repeating the name (as real articles do), so a query-aware search
@@ -178,7 +179,7 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         lead = f"{name} is an annual event."
         facts = [f"It takes place in {city}." if city else "", f"It is run by {org}." if org else ""]
         box = _infobox([("Venue city", city), ("Run by", org)])
-    background = rng.sample(_FLUFF, 2)
+    background = rng.sample(_FLUFF, 2)[:background_sentences]  # always drawn: fewer sentences change no other page
     body = (_paragraphs([lead, *background]) + "\n<h2>Overview</h2>\n" + box
             + "\n<h2>Details</h2>\n" + _paragraphs(facts))
     return RenderedPage(url, name, _frame("Wikiverse", name, body, _related(kb, entity, rng), rng), "encyclopedia")
@@ -296,10 +297,11 @@ def _blogs(kb: KnowledgeBase, ev: Evidence, rng: random.Random, handles: list[st
     return pages
 
 
-def render_pages(kb: KnowledgeBase, rng: random.Random, handles: list[str]) -> tuple[list[RenderedPage], Evidence]:
+def render_pages(kb: KnowledgeBase, rng: random.Random, handles: list[str],
+                 background_sentences: int = 2) -> tuple[list[RenderedPage], Evidence]:
     """Render every page of the world, in a fixed order, and the evidence map of which page states what."""
     ev = Evidence()
-    pages = [_wiki_article(kb, e, ev, rng) for e in kb.entities.values()]
+    pages = [_wiki_article(kb, e, ev, rng, background_sentences) for e in kb.entities.values()]
     pages += _city_lists(kb, ev, rng) + _notable_people_lists(kb, ev, rng) + _directory(kb, ev, rng)
     pages += _catalogue(kb, ev, rng) + _news(kb, ev, rng) + _blogs(kb, ev, rng, handles)
     return pages, ev
