@@ -8,7 +8,7 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.reward import answer_metrics
-from deepresearcher.train.quickstart import ensure_training_worlds
+from deepresearcher.train.tasks import ensure_training_worlds
 from deepresearcher.train.rollout import WorldRollouts, task_dict
 from deepresearcher.world import load_tasks
 
@@ -34,3 +34,25 @@ def test_same_question_gets_each_worlds_own_answer(tmp_path: Path) -> None:
         rollouts.close()
     f1 = [answer_metrics(e.answer, t["answers"])["f1"] for e, t in zip(episodes, tasks, strict=True)]
     assert sum(f1) / len(f1) >= 0.8
+
+
+def test_task_sets_keep_sft_grpo_and_held_out_tasks_apart(tmp_path: Path) -> None:
+    """SFT, GRPO and test tasks never overlap; test tasks come only from the held-out world; seeded order."""
+    from deepresearcher.train.tasks import task_sets
+
+    overrides = [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "train.num_worlds=2",
+                 "train.sft.num_tasks=20", "train.eval_tasks=15"]
+    sets = task_sets(load_config(None, overrides))
+    assert len(sets.world_dirs) == 3 and sets.held_out_dir == sets.world_dirs[2]
+    assert len(sets.sft) == 20 and len(sets.test) == 15 and sets.grpo
+    ids = [{(t["world"], t["id"]) for t in part} for part in (sets.sft, sets.grpo, sets.test)]
+    assert not (ids[0] & ids[1]) and not (ids[0] & ids[2]) and not (ids[1] & ids[2])
+    assert {t["world"] for t in sets.sft + sets.grpo} == {0, 1} and {t["world"] for t in sets.test} == {2}
+    again = task_sets(load_config(None, overrides))
+    assert [t["id"] for t in again.sft] == [t["id"] for t in sets.sft]
+    other = task_sets(load_config(None, [*overrides, "train.seed=1"]))
+    assert [t["id"] for t in other.sft] != [t["id"] for t in sets.sft]
+
+    single = task_sets(load_config(None, [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "train.eval_tasks=15"]))
+    assert single.held_out_dir is None and {t["world"] for t in single.test} == {0}
+    assert all(t["id"].split("-")[1] == "test" for t in single.test), single.test[0]["id"]

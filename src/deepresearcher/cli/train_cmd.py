@@ -62,15 +62,15 @@ def train(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.models import resolve_policy
-    from deepresearcher.train.rollout import WorldRollouts, score_trajectory, task_dict
-    from deepresearcher.web.local_world import ensure_world
-    from deepresearcher.world import load_tasks
+    from deepresearcher.train.rollout import WorldRollouts, score_trajectory
+    from deepresearcher.train.tasks import task_sets
 
     policy = resolve_policy(cfg.train.model, cfg.resolved_cache_dir())
-    tasks = [task_dict(t) for t in load_tasks(ensure_world(cfg), cfg.train.split)]
-    rollouts = WorldRollouts(cfg, seed=cfg.train.seed)
+    sets = task_sets(cfg)
+    rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
     try:
-        result = train_grpo(cfg, policy, tasks, rollouts.collect, lambda t, task: score_trajectory(t, task, cfg), resume=resume)
+        result = train_grpo(cfg, policy, sets.grpo, rollouts.collect, lambda t, task: score_trajectory(t, task, cfg),
+                            resume=resume)
     finally:
         rollouts.close()
     from deepresearcher.train.report import write_report
@@ -100,16 +100,15 @@ def sft(
     from transformers import AutoTokenizer
 
     from deepresearcher.train.models import resolve_policy
-    from deepresearcher.train.rollout import WorldRollouts, task_dict
+    from deepresearcher.train.rollout import WorldRollouts
     from deepresearcher.train.sft import train_sft
-    from deepresearcher.web.local_world import ensure_world
-    from deepresearcher.world import load_tasks
+    from deepresearcher.train.tasks import task_sets
 
     policy = resolve_policy(cfg.train.model, cfg.resolved_cache_dir())
-    tasks = [task_dict(t) for t in load_tasks(ensure_world(cfg), "train")][: cfg.train.sft.num_tasks]
-    rollouts = WorldRollouts(cfg, seed=cfg.train.seed)
+    sets = task_sets(cfg)
+    rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
     try:
-        data = rollouts.replay(tasks, rollouts.oracle_episodes(tasks), AutoTokenizer.from_pretrained(str(policy)))
+        data = rollouts.replay(sets.sft, rollouts.oracle_episodes(sets.sft), AutoTokenizer.from_pretrained(str(policy)))
     finally:
         rollouts.close()
     result = train_sft(policy, data, cfg.train.sft, out)

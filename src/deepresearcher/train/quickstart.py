@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -117,35 +116,15 @@ def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: lis
     return texts
 
 
-def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
-    """The training worlds' directories and the held-out world's (None with ``train.num_worlds`` 1).
-
-    With several worlds, world i has seed ``world.seed + i`` and every world (the held-out one,
-    seed ``world.seed + num_worlds``, included) draws names from one pool, so only copying generalizes.
-    """
-    from deepresearcher.web.local_world import ensure_world
-
-    n = config.train.num_worlds
-    if n == 1:
-        return [ensure_world(config)], None
-    names_seed = config.world.names_seed if config.world.names_seed is not None else config.world.seed
-    dirs = [
-        ensure_world(config.model_copy(update={"world": config.world.model_copy(
-            update={"seed": config.world.seed + i, "names_seed": names_seed, "dir": None})}))
-        for i in range(n + 1)
-    ]
-    return dirs[:n], dirs[n]
-
-
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.report import write_report
-    from deepresearcher.train.rollout import WorldRollouts, score_trajectory, task_dict
+    from deepresearcher.train.rollout import WorldRollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.sft import train_sft
+    from deepresearcher.train.tasks import task_sets
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
-    from deepresearcher.world import load_tasks
 
     cfg = config.train
     run = RunDir(cfg.runs_dir / cfg.run_name)
@@ -159,24 +138,14 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         clock = time.perf_counter()
         say(f"[{name}] done in {timings[name]:.1f}s")
 
-    train_dirs, test_dir = ensure_training_worlds(config)
-    world_dirs = train_dirs if test_dir is None else [*train_dirs, test_dir]
-    train_tasks = [{**task_dict(t), "world": w} for w, d in enumerate(train_dirs) for t in load_tasks(d, "train")]
-    if test_dir is None:
-        test_tasks = [{**task_dict(t), "world": 0} for t in load_tasks(train_dirs[0], "test")]
-    else:  # every task of the held-out world is unseen: none of its facts were in training
-        test_tasks = [{**task_dict(t), "world": len(train_dirs)} for split in ("train", "dev", "test")
-                      for t in load_tasks(test_dir, split)]
-    world_dir = train_dirs[0]
-    random.Random(cfg.seed).shuffle(train_tasks)
-    random.Random(cfg.seed + 1).shuffle(test_tasks)
-    test_tasks = test_tasks[: cfg.eval_tasks]
-    sft_tasks = train_tasks[: cfg.sft.num_tasks]
-    say(f"{len(train_dirs)} training world(s) from {world_dir}: {len(train_tasks)} train tasks, "
-        f"{len(test_tasks)} held-out test tasks{f' (world {test_dir})' if test_dir else ''}")
+    sets = task_sets(config)
+    world_dir, test_tasks, sft_tasks = sets.world_dirs[0], sets.test, sets.sft
+    say(f"{len(sets.world_dirs) - (sets.held_out_dir is not None)} training world(s) from {world_dir}: "
+        f"{len(sft_tasks) + len(sets.grpo)} train tasks, {len(test_tasks)} held-out test tasks"
+        f"{f' (world {sets.held_out_dir})' if sets.held_out_dir else ''}")
     lap("world")
 
-    rollouts = WorldRollouts(config, seed=cfg.seed, world_dirs=world_dirs)
+    rollouts = WorldRollouts(config, seed=cfg.seed, world_dirs=sets.world_dirs)
     try:
         episodes = rollouts.oracle_episodes(sft_tasks)
         lap("oracle")
@@ -211,9 +180,8 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
         after_grpo = None
         if cfg.max_steps:
-            grpo_tasks = train_tasks[cfg.sft.num_tasks :] or train_tasks
             result = train_grpo(
-                config, sft_dir, grpo_tasks, rollouts.collect,
+                config, sft_dir, sets.grpo, rollouts.collect,
                 lambda t, task: score_trajectory(t, task, config),
             )
             lap("grpo")
