@@ -29,6 +29,16 @@ def _load(config: Path | None, overrides: list[str] | None, model: str | None): 
     return cfg
 
 
+def _quiet_libraries() -> None:
+    """Our own progress bars and tables are the output: drop TRL's experimental notices and the
+    per-checkpoint "Loading weights" / "Writing model shards" bars of transformers."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def register(app: typer.Typer) -> None:
     app.command("train", epilog="Example: deepresearcher train --config configs/smollm2-135m-world.yaml")(train)
     app.command("sft", epilog="Example: deepresearcher sft --config configs/quickstart.yaml --model runs/quickstart/base_model")(sft)
@@ -59,7 +69,7 @@ def train(
             raise ConfigError(f"train.model is not set and {warm} does not exist; pass --model PATH (a checkpoint "
                               "directory), --model smollm2-135m, or run `deepresearcher quickstart` first.")
         cfg.train.model = str(warm)
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    _quiet_libraries()
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.models import resolve_policy
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
@@ -97,6 +107,7 @@ def sft(
         return
     if cfg.train.model is None:
         raise ConfigError("sft needs a model to start from: pass --model PATH or smollm2-135m (the quickstart makes one).")
+    _quiet_libraries()
     from transformers import AutoTokenizer
 
     from deepresearcher.train.models import resolve_policy
@@ -134,7 +145,7 @@ def quickstart(
     console.print_json(json.dumps(plan(cfg, model)))
     if dry_run:
         return
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    _quiet_libraries()
     from deepresearcher.train.models import resolve_policy
     from deepresearcher.train.quickstart import run_quickstart
 

@@ -337,7 +337,8 @@ def train_grpo(
     """
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
-    from trl import GRPOTrainer
+
+    from deepresearcher.train.trl_trainer import LengthGroupedGRPOTrainer
 
     cfg = config.train
     if cfg.max_steps < 1:
@@ -361,7 +362,7 @@ def train_grpo(
     if report_to:  # transformers reads the TensorBoard directory from the environment only
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.tensorboard_dir)
     dataset = datasets.Dataset.from_list([{"prompt": str(t["id"])} for t in tasks])
-    trainer = GRPOTrainer(
+    trainer = LengthGroupedGRPOTrainer(
         model=model,
         reward_funcs=GRPORollouts.reward,
         args=grpo_args(config, run, report_to),

@@ -1,0 +1,73 @@
+"""The padding-free GRPO trainer computes exactly TRL's log-probabilities and gradients, on fewer columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from accelerate import Accelerator
+from trl import GRPOTrainer
+from trl.trainer.utils import add_fused_lm_head
+
+from deepresearcher.train.trl_trainer import LengthGroupedGRPOTrainer, length_sorted_micro_batches
+
+torch.set_num_threads(1)
+
+
+def _padded_batch(vocab: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Left-padded prompts + right-padded completions of very different lengths, as TRL builds them."""
+    g = torch.Generator().manual_seed(seed)
+    prompt_lens, completion_lens = [5, 7, 6, 7, 4, 7], [3, 40, 5, 38, 2, 9]
+    width_p, width_c = max(prompt_lens), max(completion_lens)
+    ids = torch.randint(3, vocab, (6, width_p + width_c), generator=g)
+    mask = torch.zeros_like(ids)
+    for row, (p, c) in enumerate(zip(prompt_lens, completion_lens)):
+        mask[row, width_p - p : width_p + c] = 1
+    return ids.masked_fill(mask == 0, 0), mask, width_c
+
+
+def _bare(cls: type) -> GRPOTrainer:
+    trainer = object.__new__(cls)
+    trainer.accelerator = Accelerator(cpu=True)
+    return trainer
+
+
+@pytest.mark.parametrize("batch_size", [None, 2, 4])
+def test_logprobs_entropies_and_gradients_equal_trls(tiny_model_dir: Path, batch_size: int | None) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))  # what GRPOTrainer does to the policy
+    ids, mask, width_c = _padded_batch(model.config.vocab_size)
+    completion_mask = mask[:, -width_c:].float()
+    results = []
+    for cls in (GRPOTrainer, LengthGroupedGRPOTrainer):
+        model.zero_grad()
+        logps, entropies, _ = _bare(cls)._get_per_token_logps_and_entropies(
+            model, ids, mask, width_c, batch_size=batch_size, compute_entropy=True)
+        (logps * completion_mask).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append((logps.detach() * completion_mask, entropies.detach() * completion_mask, grads))
+    (trl_lp, trl_ent, trl_grad), (our_lp, our_ent, our_grad) = results
+    assert our_lp.shape == trl_lp.shape == (6, width_c)
+    torch.testing.assert_close(our_lp, trl_lp, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(our_ent, trl_ent, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(our_grad, trl_grad, atol=1e-5, rtol=1e-4)
+
+
+def test_micro_batches_group_similar_lengths_and_keep_rows_whole() -> None:
+    lengths = torch.tensor([3, 40, 5, 38, 2, 9, 30, 1])
+    batch = {
+        "prompt_mask": torch.ones(8, 2, dtype=torch.long),
+        "completion_mask": (torch.arange(40).unsqueeze(0) < lengths.unsqueeze(1)).long(),
+        "advantages": lengths.float(),  # rides along: each row keeps its own advantage
+        "ids": [f"row{i}" for i in range(8)],
+        "num_items_in_batch": torch.tensor(128),
+    }
+    chunks = length_sorted_micro_batches(batch, 4)
+    assert [c["completion_mask"].sum(1).tolist() for c in chunks] == [[40, 38], [30, 9], [5, 3], [2, 1]]
+    for chunk in chunks:
+        assert chunk["advantages"].tolist() == chunk["completion_mask"].sum(1).float().tolist()
+        assert [int(r[3:]) for r in chunk["ids"]] == [lengths.tolist().index(int(a)) for a in chunk["advantages"]]
+        assert int(chunk["num_items_in_batch"]) == 128
