@@ -60,3 +60,22 @@ def test_train_without_a_model_says_what_to_pass(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["train", "--set", f"train.runs_dir={tmp_path}"])
     assert isinstance(result.exception, ConfigError)
     assert "--model" in str(result.exception)
+
+
+def test_skipping_sft_without_a_warm_start_is_refused(tmp_path: Path) -> None:
+    """train.sft.steps=0 means "--model is the warm start"; without --model it stops before doing any work."""
+    result = CliRunner().invoke(app, ["quickstart", "--set", "train.sft.steps=0", "--set", f"train.runs_dir={tmp_path}"])
+    assert isinstance(result.exception, ConfigError)
+    assert "--model" in str(result.exception)
+    assert not (tmp_path / "quickstart").exists()
+
+
+def test_sft_and_grpo_with_zero_steps_say_what_to_set(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from deepresearcher.train.grpo import train_grpo
+    from deepresearcher.train.sft import train_sft
+
+    config = load_config(None, ["train.sft.steps=0", "train.max_steps=0", f"train.runs_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match="train.sft.steps"):
+        train_sft(tiny_model_dir, [object()], config.train.sft, tmp_path / "sft")  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="train.max_steps"):
+        train_grpo(config, tiny_model_dir, [{"id": "t"}], lambda *a, **k: [], lambda *a: {})

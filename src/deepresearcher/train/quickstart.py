@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from deepresearcher.config import Config
+from deepresearcher.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,9 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
     cfg = config.train
+    if cfg.sft.steps == 0 and model is None:
+        raise ConfigError("train.sft.steps=0 skips SFT, so the warm start must come from --model PATH "
+                          "(e.g. runs/quickstart/sft_model); a from-scratch model cannot find the tool format by RL.")
     run = RunDir(cfg.runs_dir / cfg.run_name)
     run.write_config(config)
     timings: dict[str, float] = {}
