@@ -79,3 +79,16 @@ def test_sft_and_grpo_with_zero_steps_say_what_to_set(tiny_model_dir: Path, tmp_
         train_sft(tiny_model_dir, [object()], config.train.sft, tmp_path / "sft")  # type: ignore[list-item]
     with pytest.raises(ConfigError, match="train.max_steps"):
         train_grpo(config, tiny_model_dir, [{"id": "t"}], lambda *a, **k: [], lambda *a: {})
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_activation_checkpointing_follows_our_config_not_trls_default(tmp_path: Path, checkpointing: bool) -> None:
+    """TRL turns activation checkpointing on by default (a third more compute); ours decides."""
+    from deepresearcher.train.grpo import grpo_args
+    from deepresearcher.train.run_dir import RunDir
+
+    config = load_config(None, [f"train.gradient_checkpointing={str(checkpointing).lower()}",
+                                "train.prompts_per_step=2", "train.group_size=4", "train.micro_batch_size=4"])
+    args = grpo_args(config, RunDir(tmp_path), [])
+    assert args.activation_checkpointing is checkpointing and args.gradient_checkpointing is checkpointing
+    assert args.num_generations == 4 and args.gradient_accumulation_steps == 2

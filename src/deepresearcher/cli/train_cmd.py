@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import typer
@@ -30,9 +31,10 @@ def _load(config: Path | None, overrides: list[str] | None, model: str | None): 
 
 
 def _quiet_libraries() -> None:
-    """Our own progress bars and tables are the output: drop TRL's experimental notices and the
-    per-checkpoint "Loading weights" / "Writing model shards" bars of transformers."""
+    """Our own progress bars and tables are the output: drop TRL's experimental notices, the deprecation
+    notices transformers raises inside TRL's calls, and its "Loading weights" / "Writing model shards" bars."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")  # renames inside TRL's calls
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
