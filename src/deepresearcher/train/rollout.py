@@ -145,7 +145,9 @@ class WorldRollouts:
         from deepresearcher.generate.scripted import ScriptedGenerator
 
         template = make_template(tokenizer, self.compact_prompt)
-        agent = self.config.agent.model_copy(update={"max_turns": max(self.config.agent.max_turns, 32)})
+        # The oracle's turns are data, not samples: neither the turn limit nor the per-turn token cap may cut them.
+        agent = self.config.agent.model_copy(update={"max_turns": max(self.config.agent.max_turns, 32),
+                                                     "max_tokens_per_turn": self.config.agent.context_budget})
 
         async def one(task: dict[str, Any], episode: Any) -> Trajectory:
             generator = ScriptedGenerator(tokenizer, [_strip_think(turn.assistant) for turn in episode.turns])
