@@ -75,3 +75,43 @@ def test_sampled_tokens_follow_the_model_distribution(tiny_model_dir: Path) -> N
     assert counts[0, [0, 7, 49]].sum() == counts[1, [3, 4]].sum() == 4000, "never a token of probability 0"
     assert (counts[0, [0, 7, 49]] / 4000).tolist() == pytest.approx([0.5, 0.3, 0.2], abs=0.03)
     assert (counts[1, [3, 4]] / 4000).tolist() == pytest.approx([0.9, 0.1], abs=0.03)
+
+
+@pytest.mark.timeout(120)
+def test_next_turn_reuses_the_sessions_cache_and_samples_as_a_full_forward_would(tiny_model_dir: Path) -> None:
+    """Turn 2 of three sessions (different lengths, one batch) feeds only the new tokens, and its logprobs
+    still equal a plain forward over the whole conversation; without the cache the same tokens come out."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    prompts = [tokenizer(t)["input_ids"] for t in ("Vesk is the capital", "Who founded Acme Works? web_search", "Alice")]
+    observation = tokenizer(" browse_webpage url_list https://wiki.example/acme")["input_ids"]
+
+    def two_turns(generator: LocalBatchedGenerator) -> list[tuple[list[int], object]]:
+        async def session(i: int, prompt: list[int]):  # noqa: ANN202
+            params = SamplingParams(max_tokens=6 + 3 * i, temperature=0.8, session=i)
+            first = await generator.generate(prompt, params)
+            second_prompt = prompt + first.token_ids + observation
+            return second_prompt, await generator.generate(second_prompt, params)
+
+        async def run_all():  # noqa: ANN202
+            return await asyncio.gather(*(session(i, p) for i, p in enumerate(prompts)))
+
+        return asyncio.run(run_all())
+
+    cached = LocalBatchedGenerator(model, tokenizer, seed=5)
+    results = two_turns(cached)
+    turn_one_lengths = [len(prompt) - len(observation) for prompt, _ in results]
+    assert cached.reused_tokens == sum(n - 1 for n in turn_one_lengths), "all but each turn's last sampled token"
+    for prompt, result in results:
+        full = torch.tensor([prompt + result.token_ids])
+        with torch.no_grad():
+            logits = model(full).logits[0, len(prompt) - 1 : -1] / 0.8
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(result.token_ids).unsqueeze(-1)).squeeze(-1)
+        assert result.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
+
+    uncached = LocalBatchedGenerator(model, tokenizer, seed=5, kv_cache_bytes=0)
+    plain = two_turns(uncached)
+    assert uncached.reused_tokens == 0
+    assert [r.token_ids for _, r in plain] == [r.token_ids for _, r in results]

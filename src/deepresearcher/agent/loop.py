@@ -192,6 +192,7 @@ class RolloutEngine:
             temperature=cfg.temperature,
             top_p=cfg.top_p,
             stop=STOP_STRINGS,
+            session=id(rollout),  # every turn extends the last one's ids: local generators reuse the KV cache
         )
         self._emit("generate", rollout, None)
         start = time.perf_counter()

@@ -25,6 +25,11 @@ class SamplingParams(BaseModel):
         description="Strings that end the turn; the tokens that complete one are kept in the output.",
     )
     seed: int | None = None
+    session: int | None = Field(
+        None,
+        description="Requests of one session (an episode's turns) each extend the previous one's token ids, "
+        "so a generator may keep that session's KV cache from one call to the next; None: no reuse.",
+    )
 
 
 class GenerationResult(BaseModel):

@@ -7,6 +7,11 @@ each row stops on its own (EOS, a stop string, or ``max_tokens``).
 
 Logprobs are ``log_softmax(logits / temperature)`` of the sampled token, exactly what TRL recomputes
 for the importance ratio, so at the first micro-step of an on-policy update the ratio is 1.
+
+An episode's next turn starts with everything its last turn saw and sampled, so the generator keeps
+each session's keys and values (``SamplingParams.session``) and feeds only the new tokens (the tool's
+observation) next time: without it, every turn re-encodes the whole conversation, which was most of a
+rollout's time. The cache lives as long as the generator (one training step) and is bounded in bytes.
 """
 
 from __future__ import annotations
@@ -28,15 +33,28 @@ class _Request:
     future: asyncio.Future[GenerationResult]
 
 
+@dataclass
+class _Prefix:
+    """The keys and values of a session's tokens ``ids``: one ``(keys, values)`` pair per layer, [heads, len, dim]."""
+
+    ids: list[int]
+    layers: list[tuple[Any, Any]]
+    nbytes: int
+
+
 class LocalBatchedGenerator:
     """``Generator`` protocol over a loaded causal LM; safe for many concurrent ``generate`` calls on one loop."""
 
     exact_tokens = True
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_batch: int = 256, seed: int = 0, settle_yields: int = 3) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch: int = 256, seed: int = 0, settle_yields: int = 3,
+                 kv_cache_bytes: int = 1 << 30) -> None:
         import torch
 
         self.model = model
+        self.kv_cache_bytes = kv_cache_bytes
+        self._prefixes: dict[int, _Prefix] = {}
+        self._cached_bytes = 0
         self.tokenizer = tokenizer
         self.max_batch = max_batch
         self.settle_yields = settle_yields
@@ -47,7 +65,8 @@ class LocalBatchedGenerator:
         self._queue: list[_Request] = []
         self._worker: asyncio.Task[None] | None = None
         self.sampled_tokens = 0
-        self.prefill_tokens = 0
+        self.prefill_tokens = 0  # tokens encoded before sampling
+        self.reused_tokens = 0  # tokens whose keys and values came from a session's cache instead
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
@@ -81,25 +100,33 @@ class LocalBatchedGenerator:
 
         device = next(self.model.parameters()).device
         rows = len(batch)
-        width = max(len(r.prompt_ids) for r in batch)
+        hits = [self._take_prefix(r) for r in batch]
+        cached = [len(h.ids) if h else 0 for h in hits]
+        fresh = [r.prompt_ids[c:] for r, c in zip(batch, cached, strict=True)]
+        # Layout per row: [pad][cached keys/values][pad][new tokens]; positions continue each row's own count.
+        width_cached, width = max(cached), max(len(f) for f in fresh)
         ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((rows, width), dtype=torch.long)
-        for i, request in enumerate(batch):
-            ids[i, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
-            attention[i, width - len(request.prompt_ids) :] = 1
-        self.prefill_tokens += int(attention.sum())
+        attention = torch.zeros((rows, width_cached + width), dtype=torch.long)
+        positions = torch.zeros((rows, width), dtype=torch.long)
+        for i, (c, new) in enumerate(zip(cached, fresh, strict=True)):
+            ids[i, width - len(new) :] = torch.tensor(new)
+            attention[i, width_cached - c : width_cached] = 1
+            attention[i, width_cached + width - len(new) :] = 1
+            positions[i, width - len(new) :] = torch.arange(c, c + len(new))
+        self.prefill_tokens += sum(len(f) for f in fresh)
+        self.reused_tokens += sum(cached)
         temperature = torch.tensor([max(r.params.temperature, 1e-6) for r in batch]).unsqueeze(1)
         greedy = torch.tensor([r.params.temperature == 0 for r in batch])
         limits = [r.params.max_tokens for r in batch]
         out_ids: list[list[int]] = [[] for _ in batch]
         out_lp: list[list[float]] = [[] for _ in batch]
         finish: list[tuple[str, str | None] | None] = [None] * rows
-        ids, attention = ids.to(device), attention.to(device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        ids, attention, positions = ids.to(device), attention.to(device), positions.to(device)
         rows_of = list(range(rows))  # batch position -> request index; finished rows are dropped as they stop
         with torch.inference_mode():
-            out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                             logits_to_keep=1)  # the prompt's other logits are never used
+            past = self._batch_cache(hits, cached, width_cached, device)
+            out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=past,
+                             use_cache=True, logits_to_keep=1)  # the prompt's other logits are never used
             past, logits = out.past_key_values, out.logits[:, -1].float().cpu()
             last_pos = positions[:, -1]
             for _ in range(max(limits)):
@@ -112,6 +139,9 @@ class LocalBatchedGenerator:
                     out_lp[i].append(float(chosen[pos]))
                     finish[i] = self._stopped(out_ids[i], batch[i].params, limits[i])
                 keep = [pos for pos, i in enumerate(rows_of) if finish[i] is None]
+                for pos, i in enumerate(rows_of):
+                    if finish[i] is not None:
+                        self._keep_prefix(batch[i], out_ids[i], past, pos, attention[pos])
                 if not keep:
                     break
                 if len(keep) < len(rows_of):  # compact: finished rows stop costing compute
@@ -136,6 +166,48 @@ class LocalBatchedGenerator:
             GenerationResult(token_ids=t, logprobs=lp, finish_reason=f[0], stop_reason=f[1])  # type: ignore[index,arg-type]
             for t, lp, f in zip(out_ids, out_lp, finish, strict=True)
         ]
+
+    def _take_prefix(self, request: _Request) -> _Prefix | None:
+        """The cached prefix of this request's session, if its ids start this prompt (it is used up either way)."""
+        session = request.params.session
+        prefix = self._prefixes.pop(session, None) if session is not None else None
+        if prefix is None:
+            return None
+        self._cached_bytes -= prefix.nbytes
+        n = len(prefix.ids)
+        return prefix if n < len(request.prompt_ids) and request.prompt_ids[:n] == prefix.ids else None
+
+    def _keep_prefix(self, request: _Request, sampled: list[int], past: Any, row: int, attention_row: Any) -> None:
+        """Store a finished row's keys and values (prompt + sampled ids but the last, which was never fed)."""
+        if request.params.session is None:
+            return
+        slots = attention_row.nonzero().squeeze(1)
+        layers = [(layer.keys[row][:, slots].clone(), layer.values[row][:, slots].clone()) for layer in past.layers]
+        nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
+        if self._cached_bytes + nbytes > self.kv_cache_bytes:
+            return
+        self._prefixes[request.params.session] = _Prefix(request.prompt_ids + sampled[:-1], layers, nbytes)
+        self._cached_bytes += nbytes
+
+    def _batch_cache(self, hits: list[_Prefix | None], cached: list[int], width: int, device: Any) -> Any:
+        """A ``DynamicCache`` holding each row's cached keys and values, left-padded to ``width``; None if empty."""
+        import torch
+        from transformers import DynamicCache
+
+        if width == 0:
+            return None
+        layers = []
+        for layer in range(len(next(h for h in hits if h).layers)):
+            first_keys = next(h for h in hits if h).layers[layer][0]
+            heads, dim = first_keys.shape[0], first_keys.shape[2]
+            keys = torch.zeros((len(hits), heads, width, dim), dtype=first_keys.dtype, device=device)
+            values = torch.zeros_like(keys)
+            for i, (hit, c) in enumerate(zip(hits, cached, strict=True)):
+                if hit:
+                    keys[i, :, width - c :] = hit.layers[layer][0]
+                    values[i, :, width - c :] = hit.layers[layer][1]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
 
     def _draw(self, logp: Any) -> Any:
         """One token per row from ``exp(logp)`` by inverse CDF: exact, and ~10x faster than ``torch.multinomial``
