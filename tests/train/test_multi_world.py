@@ -8,8 +8,8 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.reward import answer_metrics
-from deepresearcher.train.tasks import ensure_training_worlds
 from deepresearcher.train.rollout import WorldRollouts, task_dict
+from deepresearcher.train.tasks import ensure_training_worlds
 from deepresearcher.world import load_tasks
 
 
