@@ -182,10 +182,11 @@ class LocalBatchedGenerator:
         if request.params.session is None:
             return
         slots = attention_row.nonzero().squeeze(1)
-        layers = [(layer.keys[row][:, slots].clone(), layer.values[row][:, slots].clone()) for layer in past.layers]
-        nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
-        if self._cached_bytes + nbytes > self.kv_cache_bytes:
+        per_slot = sum(layer.keys[row, :, 0].nbytes + layer.values[row, :, 0].nbytes for layer in past.layers)
+        nbytes = per_slot * len(slots)
+        if self._cached_bytes + nbytes > self.kv_cache_bytes:  # over budget: copy nothing
             return
+        layers = [(layer.keys[row][:, slots].clone(), layer.values[row][:, slots].clone()) for layer in past.layers]
         self._prefixes[request.params.session] = _Prefix(request.prompt_ids + sampled[:-1], layers, nbytes)
         self._cached_bytes += nbytes
 
@@ -196,9 +197,10 @@ class LocalBatchedGenerator:
 
         if width == 0:
             return None
+        first = next(h for h in hits if h)
         layers = []
-        for layer in range(len(next(h for h in hits if h).layers)):
-            first_keys = next(h for h in hits if h).layers[layer][0]
+        for layer in range(len(first.layers)):
+            first_keys = first.layers[layer][0]
             heads, dim = first_keys.shape[0], first_keys.shape[2]
             keys = torch.zeros((len(hits), heads, width, dim), dtype=first_keys.dtype, device=device)
             values = torch.zeros_like(keys)
