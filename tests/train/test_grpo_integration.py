@@ -54,7 +54,7 @@ def _sampled_tokens(run: Path, step: int) -> list[list[int]]:
 
 @pytest.mark.timeout(180)
 def test_two_steps_then_resume_matches_uninterrupted_run(tiny_model_dir: Path, tmp_path: Path) -> None:
-    """Two GRPO steps write metrics, samples and checkpoints and change the weights; resuming from the
+    """Two GRPO steps write metrics, TensorBoard events, samples and checkpoints and change the weights; resuming from the
     step-2 checkpoint runs step 3 exactly as an uninterrupted 3-step run does: same prompts, same weights,
     same sampling seed, hence the same sampled tokens."""
     from safetensors.torch import load_file
@@ -68,6 +68,7 @@ def test_two_steps_then_resume_matches_uninterrupted_run(tiny_model_dir: Path, t
     assert -1.0 <= metrics[0]["reward"] <= 1.0
     assert (stopped / "checkpoints" / "checkpoint-2").is_dir()
     assert (stopped / "config.yaml").is_file()
+    assert list((stopped / "tensorboard").rglob("events.out.tfevents*")), "no TensorBoard event file in the run"
     before = load_file(str(tiny_model_dir / "model.safetensors"))
     after = load_file(str(stopped / "model" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before), "GRPO did not change any weight"

@@ -6,7 +6,7 @@
       samples/step_<n>.jsonl trajectories sampled at that step (full token-level records)
       checkpoints/           trainer checkpoints (model, optimizer, RNG, data position) for --resume
       model/                 the final policy, loadable with from_pretrained
-      tensorboard/           TensorBoard event files, when tensorboard is installed
+      tensorboard/           TensorBoard event files (tensorboard --logdir runs)
       report.html, *.png     curves and example trajectories (``deepresearcher.train.report``)
       summary.json           quickstart: the held-out evaluation summary and step times
       eval_after_*.jsonl     quickstart: per-task scores of each evaluation (for paired comparisons)
