@@ -378,7 +378,14 @@ class SFTConfig(Section):
         "tokens. A tiny model learns to copy names from search results only with it; RL keeps them masked.",
     )
     max_seq_len: int = Field(2048, ge=64, description="Trajectories are cut to this many tokens.")
-    seed: int = Field(0, description="Seed of task sampling and batch order.")
+    snippet_only_fraction: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of SFT episodes whose oracle answers from search snippets without opening a page. "
+        "Above 0 the warm start under-reads, as instruct models do before RL, and GRPO must learn when browsing pays.",
+    )
+    seed: int = Field(0, description="Seed of task sampling, batch order and which episodes are snippet-only.")
 
 
 class TrainConfig(Section):

@@ -56,3 +56,31 @@ def test_task_sets_keep_sft_grpo_and_held_out_tasks_apart(tmp_path: Path) -> Non
     single = task_sets(load_config(None, [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "train.eval_tasks=15"]))
     assert single.held_out_dir is None and {t["world"] for t in single.test} == {0}
     assert all(t["id"].split("-")[1] == "test" for t in single.test), single.test[0]["id"]
+
+
+@pytest.mark.timeout(120)
+def test_snippet_only_fraction_mixes_hasty_demonstrations(tmp_path: Path) -> None:
+    """A seeded share of oracle episodes never opens a page; those score far below the browsing ones."""
+    config = load_config(None, [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "search.top_k=2",
+                                "search.snippet_chars=40", "browse.observation_format=compact"])
+    (world_dir,), _ = ensure_training_worlds(config)
+    tasks = [{**task_dict(t), "world": 0} for t in load_tasks(world_dir, "train") if t.answerable][:24]
+    rollouts = WorldRollouts(config, world_dirs=[world_dir])
+    try:
+        mixed = rollouts.oracle_episodes(tasks, snippet_only_fraction=0.5, seed=3)
+        again = rollouts.oracle_episodes(tasks, snippet_only_fraction=0.5, seed=3)
+        thorough = rollouts.oracle_episodes(tasks)
+    finally:
+        rollouts.close()
+
+    def browses(episode) -> bool:
+        return any('"browse_webpage"' in turn.assistant for turn in episode.turns)
+
+    flags = [browses(e) for e in mixed]
+    assert flags == [browses(e) for e in again], "the mix must be reproducible from its seed"
+    assert 0 < sum(flags) < len(flags), "half the episodes should browse and half should not"
+    assert all(browses(e) for e in thorough)
+    f1 = [answer_metrics(e.answer, t["answers"])["f1"] for e, t in zip(mixed, tasks, strict=True)]
+    hasty = [x for x, flag in zip(f1, flags, strict=True) if not flag]
+    careful = [x for x, flag in zip(f1, flags, strict=True) if flag]
+    assert sum(careful) / len(careful) > sum(hasty) / len(hasty) + 0.3

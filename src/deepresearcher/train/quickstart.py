@@ -151,7 +151,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
     rollouts = WorldRollouts(config, seed=cfg.seed, world_dirs=sets.world_dirs)
     try:
-        episodes = rollouts.oracle_episodes(sft_tasks)
+        episodes = rollouts.oracle_episodes(sft_tasks, cfg.sft.snippet_only_fraction, cfg.sft.seed)
         lap("oracle")
         base = Path(model) if model else run.root / "base_model"
         if model is None:

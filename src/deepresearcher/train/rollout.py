@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +123,23 @@ class WorldRollouts:
 
         return self.loop.run_until_complete(run_all())
 
-    def oracle_episodes(self, tasks: list[dict[str, Any]]) -> list[Any]:
-        """The scripted oracle's episodes (assistant turns and observations as text) for ``tasks``."""
+    def oracle_episodes(self, tasks: list[dict[str, Any]], snippet_only_fraction: float = 0.0, seed: int = 0) -> list[Any]:
+        """The scripted oracle's episodes (assistant turns and observations as text) for ``tasks``.
+
+        A seeded ``snippet_only_fraction`` of them come from the oracle that never browses and answers
+        from search snippets (or says it cannot find the answer): demonstrations of a hasty researcher.
+        """
         from deepresearcher.agent.oracle import OracleResearcher
         from deepresearcher.world import Task
 
+        rng = random.Random(seed)
+        browses = [rng.random() >= snippet_only_fraction for _ in tasks]
+
         async def run_all() -> list[Any]:
             return list(await asyncio.gather(*(
-                OracleResearcher(self.toolbox(t), terse=self.compact_prompt).run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
-                for t in tasks
+                OracleResearcher(self.toolbox(t), use_browse=browse, terse=self.compact_prompt)
+                .run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
+                for t, browse in zip(tasks, browses, strict=True)
             )))
 
         return self.loop.run_until_complete(run_all())
