@@ -4,6 +4,7 @@
 #
 #   bash bench/gpu_check.sh            # 3 steps of 64 rollouts (4 prompts x 16)
 #   STEPS=5 PROMPTS=8 bash bench/gpu_check.sh
+#   VLLM=true bash bench/gpu_check.sh  # rollouts through TRL's colocated vLLM engine (pip install vllm)
 #
 # Needs: a CUDA build of torch and this package installed (pip install -e .[embedded]).
 set -euo pipefail
@@ -16,7 +17,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 start=$(date +%s.%N)
 deepresearcher train --config configs/smollm2-135m-world.yaml \
   --set train.run_name="$RUN" --set train.runs_dir="$RUNS_DIR" --set train.max_steps="$STEPS" \
-  --set train.prompts_per_step="$PROMPTS" --set train.save_every=1000 --set train.sample_trajectories=2 \
+  --set train.prompts_per_step="$PROMPTS" --set train.use_vllm="${VLLM:-false}" --set train.save_every=1000 --set train.sample_trajectories=2 \
   --set agent.max_turns=4 --set agent.max_tokens_per_turn=256
 end=$(date +%s.%N)
 python - "$RUNS_DIR/$RUN/metrics.jsonl" "$start" "$end" <<'PY'

@@ -426,9 +426,10 @@ class TrainConfig(Section):
     save_every: int = Field(10, ge=1, description="Save a checkpoint every N optimizer steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept; older ones are deleted.")
     sample_trajectories: int = Field(4, ge=0, description="Trajectories per step written to samples/step_<n>.jsonl.")
-    use_vllm: bool = Field(False, description="Generate with vLLM (GPU only) instead of in-process transformers.")
-    vllm_mode: Literal["colocate", "server"] = Field(
-        "colocate", description="vLLM on the training GPUs (colocate) or a separate `trl vllm-serve` (server)."
+    use_vllm: bool = Field(False, description="Sample rollouts with vLLM (GPU only) instead of in-process transformers.")
+    vllm_mode: Literal["colocate"] = Field(
+        "colocate", description="vLLM shares the training GPUs; TRL loads the current weights into it before each "
+        "step's rollouts. (TRL's separate `vllm-serve` mode is not supported: rollouts sample through the engine.)"
     )
     bf16: bool = Field(False, description="Train in bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")

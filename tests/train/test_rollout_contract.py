@@ -43,3 +43,35 @@ def test_summary_counts_zero_signal_groups_and_tokens() -> None:
     assert stats["zero_signal_share"] == 0.5
     assert stats["response_tokens"] == 3 and stats["observation_tokens"] == 3 and stats["tool_calls"] == 1
     assert stats["format_error_rate"] == 0.25 and stats["reward"] == torch.tensor([1.0, 1.0, -1.0, 0.5]).mean().item()
+
+
+def test_rollouts_sample_through_the_trainers_colocated_vllm_engine(tmp_path) -> None:
+    """With TRL's use_vllm (colocate), the step's episodes go to the engine TRL just loaded with the
+    current weights; without it, to the in-process model. Either way the trainer's model ends in train mode."""
+    from types import SimpleNamespace
+
+    from deepresearcher.config import TrainConfig
+    from deepresearcher.train.grpo import GRPORollouts
+    from deepresearcher.train.run_dir import RunDir
+
+    model = torch.nn.Linear(1, 1).train()
+    calls: list[dict] = []
+
+    def collector(batch, live_model, tokenizer, step=None, **engine):
+        calls.append({"model": live_model, "step": step, **engine})
+        assert not live_model.training, "rollouts sample in eval mode"
+        return [_trajectory() for _ in batch]
+
+    rollouts = GRPORollouts({"t1": {"id": "t1", "answers": ["x"]}}, collector, lambda t, task: {"reward": 0.5, "f1": 0.5},
+                            RunDir(tmp_path / "run"), TrainConfig(group_size=2, sample_trajectories=0),
+                            SimpleNamespace(eos_token_id=99))
+    engine = object()
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=4), model=model, use_vllm=True,
+                              vllm_generation=SimpleNamespace(llm=engine),
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+    out = rollouts(["t1", "t1"], trainer)
+    assert calls[-1]["vllm_llm"] is engine and calls[-1]["step"] == 5 and out["reward"] == [0.5, 0.5]
+    assert model.training
+
+    rollouts(["t1", "t1"], SimpleNamespace(**{**vars(trainer), "use_vllm": False}))
+    assert "vllm_llm" not in calls[-1] and calls[-1]["model"] is model

@@ -1,7 +1,8 @@
-"""vLLM policies: a vLLM OpenAI-compatible server that returns token ids, or vLLM's AsyncLLM in process.
+"""vLLM policies: a vLLM OpenAI-compatible server that returns token ids, vLLM's AsyncLLM in process, or
+the synchronous ``vllm.LLM`` a GRPO trainer colocates with its model (TRL's ``vllm_mode="colocate"``).
 
-Both send the prompt as token ids and get back the sampled ids and their logprobs, so trajectories stay
-token-exact. vLLM is an optional extra, imported only when one of these is built.
+All send the prompt as token ids and get back the sampled ids and their logprobs, so trajectories stay
+token-exact. vLLM is an optional extra, imported only when one of these is built or samples.
 
 Server mode uses ``/v1/completions`` with a token-id prompt and ``return_tokens_as_token_ids`` (vLLM
 then writes each logprob entry as ``token_id:<id>``), ``logprobs=0`` and ``include_stop_str_in_output``.
@@ -14,6 +15,7 @@ from typing import Any
 from deepresearcher.errors import GenerationError, MissingDependencyError
 from deepresearcher.generate._http import JsonClient
 from deepresearcher.generate.base import GenerationResult, SamplingParams
+from deepresearcher.generate.batching import BatchingGenerator, Request
 
 VLLM_EXTRA = "pip install vllm  (on a CUDA machine; it brings its own torch)"
 
@@ -96,23 +98,64 @@ class VLLMEngineGenerator:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        sampling = VSamplingParams(
-            max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, stop=params.stop or None,
-            include_stop_str_in_output=True, skip_special_tokens=False, logprobs=0, seed=params.seed,
-        )
+        sampling = _vllm_sampling(VSamplingParams, params)
         self._counter += 1
         final = None
         async for output in self._engine.generate(TokensPrompt(prompt_token_ids=prompt_ids), sampling,
                                                   request_id=f"dr-{self._counter}"):
             final = output
-        if final is None or not final.outputs:
-            raise GenerationError("vLLM returned no output for a request.")
-        completion = final.outputs[0]
-        ids = list(completion.token_ids)
-        logprobs = [entry[token].logprob for entry, token in zip(completion.logprobs or [], ids)]
-        finish, stop = _finish(completion.finish_reason, completion.stop_reason)
-        return GenerationResult(token_ids=ids, logprobs=logprobs or None, finish_reason=finish, stop_reason=stop,
-                                text=completion.text)
+        return _request_result(final)
 
     async def aclose(self) -> None:
         self._engine.shutdown()
+
+
+class VLLMColocatedGenerator(BatchingGenerator):
+    """The trainer's own ``vllm.LLM`` (TRL colocate mode): the rollouts of a step sample as one ``generate`` call.
+
+    TRL loads the policy's current weights into this engine before every step's rollouts, so episodes are
+    sampled on-policy; the engine batches the turns of all rollouts that are waiting at once. A request
+    without its own seed gets ``seed`` plus its arrival number, so a step's sampling is reproducible.
+    """
+
+    def __init__(self, llm: Any, *, seed: int = 0, max_batch: int = 4096, settle_yields: int = 3) -> None:
+        super().__init__(max_batch=max_batch, settle_yields=settle_yields)
+        self.llm = llm
+        self.seed = seed
+        self.requests = 0
+
+    def _sample(self, batch: list[Request]) -> list[GenerationResult]:
+        try:
+            from vllm import SamplingParams as VSamplingParams
+            from vllm.inputs import TokensPrompt
+        except ImportError as exc:
+            raise MissingDependencyError(f"The colocated vLLM policy needs vLLM: {VLLM_EXTRA}") from exc
+        prompts = [TokensPrompt(prompt_token_ids=request.prompt_ids) for request in batch]
+        sampling = []
+        for request in batch:
+            self.requests += 1
+            seeded = request.params if request.params.seed is not None else \
+                request.params.model_copy(update={"seed": self.seed + self.requests})
+            sampling.append(_vllm_sampling(VSamplingParams, seeded))
+        outputs = self.llm.generate(prompts, sampling_params=sampling, use_tqdm=False)
+        return [_request_result(output) for output in outputs]
+
+
+def _vllm_sampling(factory: Any, params: SamplingParams) -> Any:
+    """vLLM sampling parameters for one turn: stop strings kept in the output, one logprob per token."""
+    return factory(
+        max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, stop=params.stop or None,
+        include_stop_str_in_output=True, skip_special_tokens=False, logprobs=0, seed=params.seed,
+    )
+
+
+def _request_result(output: Any) -> GenerationResult:
+    """A vLLM ``RequestOutput``'s first completion as token ids, the sampled tokens' logprobs and why it stopped."""
+    if output is None or not output.outputs:
+        raise GenerationError("vLLM returned no output for a request.")
+    completion = output.outputs[0]
+    ids = list(completion.token_ids)
+    logprobs = [entry[token].logprob for entry, token in zip(completion.logprobs or [], ids)]
+    finish, stop = _finish(completion.finish_reason, completion.stop_reason)
+    return GenerationResult(token_ids=ids, logprobs=logprobs or None, finish_reason=finish, stop_reason=stop,
+                            text=completion.text)

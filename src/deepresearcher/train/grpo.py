@@ -144,11 +144,13 @@ class GRPORollouts:
         step = trainer.state.global_step + 1
         batch = [self.tasks[p] for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
+        # TRL colocate mode: the engine already holds this step's weights (TRL syncs them before calling us).
+        engine = {"vllm_llm": trainer.vllm_generation.llm} if getattr(trainer, "use_vllm", False) else {}
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                trajectories = self.collector(batch, model, self.tokenizer, step=step)
+                trajectories = self.collector(batch, model, self.tokenizer, step=step, **engine)
         finally:
             model.train(was_training)
         scores = [self.scorer(t, task) for t, task in zip(trajectories, batch, strict=True)]
@@ -298,9 +300,6 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         raise ConfigError("GRPO needs sampled rollouts: set agent.temperature > 0 (the paper uses 1.0).")
     rollouts = cfg.prompts_per_step * cfg.group_size
     warnings = []
-    if cfg.use_vllm:
-        warnings.append("train.use_vllm: TRL starts vLLM and syncs weights into it, but the rollout engine does not "
-                        "sample through it yet; rollouts still run in-process with transformers (see docs/train.md).")
     if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
     if (cfg.use_vllm or cfg.bf16) and not _cuda_available():

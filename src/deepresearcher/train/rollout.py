@@ -90,19 +90,26 @@ class WorldRollouts:
         """The toolbox of the world ``task`` belongs to (world 0 when it names none)."""
         return self.toolboxes[task.get("world", 0)]
 
-    def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any, step: int | None = None) -> list[Trajectory]:
+    def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any, step: int | None = None,
+                *, vllm_llm: Any = None) -> list[Trajectory]:
         """One episode per task with ``model``'s current weights, in task order.
 
         Sampling is seeded by (run seed, ``step``), so a resumed run samples step N as the uninterrupted
-        run would; without ``step`` each call draws the next seed.
+        run would; without ``step`` each call draws the next seed. With ``vllm_llm`` (the trainer's
+        colocated ``vllm.LLM``, holding the same weights) the turns are sampled there instead.
         """
         from deepresearcher.agent.loop import run_rollouts
-        from deepresearcher.train.sampler import LocalBatchedGenerator
 
         self.calls += 1
-        generator = LocalBatchedGenerator(
-            model, tokenizer, max_batch=max(len(tasks), 1), seed=self.seed * 100_003 + (self.calls if step is None else step)
-        )
+        seed = self.seed * 100_003 + (self.calls if step is None else step)
+        if vllm_llm is not None:
+            from deepresearcher.generate.vllm_gen import VLLMColocatedGenerator
+
+            generator: Any = VLLMColocatedGenerator(vllm_llm, seed=seed)
+        else:
+            from deepresearcher.train.sampler import LocalBatchedGenerator
+
+            generator = LocalBatchedGenerator(model, tokenizer, max_batch=max(len(tasks), 1), seed=seed)
         template = make_template(tokenizer, self.compact_prompt)
         by_world: dict[int, list[int]] = {}
         for i, task in enumerate(tasks):

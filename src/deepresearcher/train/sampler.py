@@ -16,21 +16,14 @@ rollout's time. The cache lives as long as the generator (one training step) and
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from deepresearcher.generate.base import GenerationResult, SamplingParams
+from deepresearcher.generate.batching import BatchingGenerator, Request
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _Request:
-    prompt_ids: list[int]
-    params: SamplingParams
-    future: asyncio.Future[GenerationResult]
 
 
 @dataclass
@@ -42,60 +35,28 @@ class _Prefix:
     nbytes: int
 
 
-class LocalBatchedGenerator:
+class LocalBatchedGenerator(BatchingGenerator):
     """``Generator`` protocol over a loaded causal LM; safe for many concurrent ``generate`` calls on one loop."""
-
-    exact_tokens = True
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch: int = 256, seed: int = 0, settle_yields: int = 3,
                  kv_cache_bytes: int = 1 << 30) -> None:
         import torch
 
+        super().__init__(max_batch=max_batch, settle_yields=settle_yields)
         self.model = model
         self.kv_cache_bytes = kv_cache_bytes
         self._prefixes: dict[int, _Prefix] = {}
         self._cached_bytes = 0
         self.tokenizer = tokenizer
-        self.max_batch = max_batch
-        self.settle_yields = settle_yields
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = tokenizer.eos_token_id
         self.eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
         self._rng = torch.Generator().manual_seed(seed)
-        self._queue: list[_Request] = []
-        self._worker: asyncio.Task[None] | None = None
         self.sampled_tokens = 0
         self.prefill_tokens = 0  # tokens encoded before sampling
         self.reused_tokens = 0  # tokens whose keys and values came from a session's cache instead
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
-        future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Request(list(prompt_ids), params, future))
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.ensure_future(self._drain())
-        return await future
-
-    async def _drain(self) -> None:
-        while self._queue:
-            # Let the other rollouts of this round finish their tool calls and queue up first.
-            seen, stable = -1, 0
-            while stable < self.settle_yields:
-                await asyncio.sleep(0)
-                stable = stable + 1 if len(self._queue) == seen else 0
-                seen = len(self._queue)
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch :]
-            try:
-                results = self._sample(batch)
-            except Exception as exc:  # a model failure fails every waiting rollout, never hangs them
-                for request in batch:
-                    if not request.future.done():
-                        request.future.set_exception(exc)
-                continue
-            for request, result in zip(batch, results, strict=True):
-                if not request.future.done():
-                    request.future.set_result(result)
-
-    def _sample(self, batch: list[_Request]) -> list[GenerationResult]:
+    def _sample(self, batch: list[Request]) -> list[GenerationResult]:
         import torch
 
         device = next(self.model.parameters()).device
@@ -167,7 +128,7 @@ class LocalBatchedGenerator:
             for t, lp, f in zip(out_ids, out_lp, finish, strict=True)
         ]
 
-    def _take_prefix(self, request: _Request) -> _Prefix | None:
+    def _take_prefix(self, request: Request) -> _Prefix | None:
         """The cached prefix of this request's session, if its ids start this prompt (it is used up either way)."""
         session = request.params.session
         prefix = self._prefixes.pop(session, None) if session is not None else None
@@ -177,7 +138,7 @@ class LocalBatchedGenerator:
         n = len(prefix.ids)
         return prefix if n < len(request.prompt_ids) and request.prompt_ids[:n] == prefix.ids else None
 
-    def _keep_prefix(self, request: _Request, sampled: list[int], past: Any, row: int, attention_row: Any) -> None:
+    def _keep_prefix(self, request: Request, sampled: list[int], past: Any, row: int, attention_row: Any) -> None:
         """Store a finished row's keys and values (prompt + sampled ids but the last, which was never fed)."""
         if request.params.session is None:
             return
@@ -231,7 +192,3 @@ class LocalBatchedGenerator:
         if len(ids) >= limit:
             return ("length", None)
         return None
-
-    async def aclose(self) -> None:
-        if self._worker is not None:
-            await asyncio.gather(self._worker, return_exceptions=True)
