@@ -92,7 +92,14 @@ async def test_concurrent_turns_sample_in_one_engine_call(fake_vllm: None) -> No
     prompts, sampling = llm.calls[0]
     assert [p["prompt_token_ids"] for p in prompts] == [[5, 6, 7], [5, 6, 8], [5, 6, 9], [5, 6, 10]]
     assert all(s.include_stop_str_in_output and s.logprobs == 0 and s.stop == ["</tool_call>"] for s in sampling)
-    assert [s.seed for s in sampling] == [101, 102, 103, 104], "each request draws its own reproducible seed"
+    seeds = [s.seed for s in sampling]
+    assert len(set(seeds)) == 4, "each request draws its own seed"
+    again = VLLMColocatedGenerator(StandInLLM(), seed=100)
+    await asyncio.gather(*(again.generate([1], params) for _ in range(4)))
+    assert [s.seed for s in again.llm.calls[0][1]] == seeds, "the same generator seed gives the same request seeds"
+    next_step = VLLMColocatedGenerator(StandInLLM(), seed=101)
+    await asyncio.gather(*(next_step.generate([1], params) for _ in range(4)))
+    assert not set(seeds) & {s.seed for s in next_step.llm.calls[0][1]}, "adjacent steps must not share seeds"
     assert [r.token_ids for r in results] == [[7] * 3, [8] * 3, [9] * 3, [10] * 3]
     assert all(r.logprobs == [-0.5] * 3 and r.finish_reason == "stop" and r.stop_reason == "</tool_call>" for r in results)
 

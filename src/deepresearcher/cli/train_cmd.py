@@ -121,7 +121,8 @@ def sft(
     sets = task_sets(cfg)
     rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
     try:
-        data = rollouts.replay(sets.sft, rollouts.oracle_episodes(sets.sft, cfg.train.sft.snippet_only_fraction, cfg.train.sft.seed), AutoTokenizer.from_pretrained(str(policy)))
+        episodes = rollouts.oracle_episodes(sets.sft, cfg.train.sft.snippet_only_fraction, cfg.train.sft.seed)
+        data = rollouts.replay(sets.sft, episodes, AutoTokenizer.from_pretrained(str(policy)))
     finally:
         rollouts.close()
     result = train_sft(policy, data, cfg.train.sft, out)

@@ -10,6 +10,7 @@ then writes each logprob entry as ``token_id:<id>``), ``logprobs=0`` and ``inclu
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from deepresearcher.errors import GenerationError, MissingDependencyError
@@ -115,14 +116,14 @@ class VLLMColocatedGenerator(BatchingGenerator):
 
     TRL loads the policy's current weights into this engine before every step's rollouts, so episodes are
     sampled on-policy; the engine batches the turns of all rollouts that are waiting at once. A request
-    without its own seed gets ``seed`` plus its arrival number, so a step's sampling is reproducible.
+    without its own seed draws one from a generator seeded with ``seed``, so a step's sampling is
+    reproducible and the next step's (seed + 1) shares no request seed with it.
     """
 
     def __init__(self, llm: Any, *, seed: int = 0, max_batch: int = 4096, settle_yields: int = 3) -> None:
         super().__init__(max_batch=max_batch, settle_yields=settle_yields)
         self.llm = llm
-        self.seed = seed
-        self.requests = 0
+        self._seeds = random.Random(seed)
 
     def _sample(self, batch: list[Request]) -> list[GenerationResult]:
         try:
@@ -133,10 +134,8 @@ class VLLMColocatedGenerator(BatchingGenerator):
         prompts = [TokensPrompt(prompt_token_ids=request.prompt_ids) for request in batch]
         sampling = []
         for request in batch:
-            self.requests += 1
-            seeded = request.params if request.params.seed is not None else \
-                request.params.model_copy(update={"seed": self.seed + self.requests})
-            sampling.append(_vllm_sampling(VSamplingParams, seeded))
+            seed = request.params.seed if request.params.seed is not None else self._seeds.getrandbits(31)
+            sampling.append(_vllm_sampling(VSamplingParams, request.params.model_copy(update={"seed": seed})))
         outputs = self.llm.generate(prompts, sampling_params=sampling, use_tqdm=False)
         return [_request_result(output) for output in outputs]
 

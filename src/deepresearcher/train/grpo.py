@@ -145,7 +145,7 @@ class GRPORollouts:
         batch = [self.tasks[p] for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
         # TRL colocate mode: the engine already holds this step's weights (TRL syncs them before calling us).
-        engine = {"vllm_llm": trainer.vllm_generation.llm} if getattr(trainer, "use_vllm", False) else {}
+        engine = {"vllm_llm": trainer.vllm_generation.llm} if trainer.use_vllm else {}
         was_training = model.training
         model.eval()
         try:
