@@ -10,7 +10,7 @@ import torch
 
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.config import SFTConfig, load_config
-from deepresearcher.train.sft import collate, sft_loss, token_weights, train_sft
+from deepresearcher.train.sft import collate, next_token_loss, sft_loss, token_weights, train_sft
 
 torch.set_num_threads(1)
 
@@ -32,12 +32,38 @@ def test_weighted_loss_by_hand() -> None:
     """Uniform logits give CE = ln V per token, so the weighted mean is ln V whatever the weights;
     making one observation token certain lowers the loss by exactly its weighted share."""
     ids, _, weights = collate([_trajectory()], 0.5, 100, pad_id=0)
+    targets, target_weights = ids[0, 1:], weights[0, 1:]
     vocab = 16
-    logits = torch.zeros(1, ids.size(1), vocab)
-    assert float(sft_loss(logits, ids, weights)) == pytest.approx(math.log(vocab))
-    logits[0, 2, 8] = 1e4  # position 2 predicts token 3 (id 8, an observation token, weight 0.5)
+    logits = torch.zeros(len(targets), vocab)
+    assert float(sft_loss(logits, targets, target_weights)) == pytest.approx(math.log(vocab))
+    logits[2, 8] = 1e4  # position 2 predicts token 3 (id 8, an observation token, weight 0.5)
     total = 1 + 0.5 + 0.5 + 1
-    assert float(sft_loss(logits, ids, weights)) == pytest.approx(math.log(vocab) * (total - 0.5) / total, rel=1e-4)
+    assert float(sft_loss(logits, targets, target_weights)) == pytest.approx(
+        math.log(vocab) * (total - 0.5) / total, rel=1e-4)
+
+
+def test_next_token_loss_equals_the_full_logits_loss(tiny_model_dir: Path) -> None:
+    """Projecting only the weighted positions gives the loss, and the gradients, of the full-logits path."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    short = Trajectory(segments=[Segment(source="prompt", token_ids=[5, 6, 7]),
+                                 Segment(source="policy", token_ids=[11, 12], logprobs=[0.0, 0.0])])
+    ids, mask, weights = collate([_trajectory(), short], 0.3, 100, pad_id=0)
+
+    def full_logits_loss() -> torch.Tensor:
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+        ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        return (ce * weights[:, 1:]).sum() / weights[:, 1:].sum()
+
+    expected = full_logits_loss()
+    expected.backward()
+    expected_grad = model.get_output_embeddings().weight.grad.clone()
+    model.zero_grad()
+    loss = next_token_loss(model, ids, mask, weights)
+    loss.backward()
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    assert torch.allclose(model.get_output_embeddings().weight.grad, expected_grad, atol=1e-6)
 
 
 @pytest.mark.timeout(120)
