@@ -1,4 +1,5 @@
-"""The padding-free GRPO trainer computes exactly TRL's log-probabilities and gradients, on fewer columns."""
+"""The padding-free GRPO trainer computes exactly TRL's log-probabilities and gradients, on fewer columns,
+and in the loss only where the policy wrote the token."""
 
 from __future__ import annotations
 
@@ -30,15 +31,21 @@ def _padded_batch(vocab: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor
 def _bare(cls: type) -> GRPOTrainer:
     trainer = object.__new__(cls)
     trainer.accelerator = Accelerator(cpu=True)
+    trainer.temperature = 0.7
     return trainer
 
 
-@pytest.mark.parametrize("batch_size", [None, 2, 4])
-def test_logprobs_entropies_and_gradients_equal_trls(tiny_model_dir: Path, batch_size: int | None) -> None:
+def _policy(tiny_model_dir: Path) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))  # what GRPOTrainer does to the policy
+    return model
+
+
+@pytest.mark.parametrize("batch_size", [None, 2, 4])
+def test_logprobs_entropies_and_gradients_equal_trls(tiny_model_dir: Path, batch_size: int | None) -> None:
+    model = _policy(tiny_model_dir)
     ids, mask, width_c = _padded_batch(model.config.vocab_size)
     completion_mask = mask[:, -width_c:].float()
     results = []
@@ -54,6 +61,47 @@ def test_logprobs_entropies_and_gradients_equal_trls(tiny_model_dir: Path, batch
     torch.testing.assert_close(our_lp, trl_lp, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(our_ent, trl_ent, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(our_grad, trl_grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_loss_scores_only_policy_tokens_and_matches_trl_there(tiny_model_dir: Path, batch_size: int | None) -> None:
+    """With the env mask stashed by ``_compute_loss``, tool-output positions get 0 (and no gradient), and the
+    policy's positions get exactly TRL's log-probabilities, entropies and gradients."""
+    model = _policy(tiny_model_dir)
+    ids, mask, width_c = _padded_batch(model.config.vocab_size, seed=1)
+    completion_mask = mask[:, -width_c:]
+    env = torch.zeros_like(completion_mask)
+    env[:, 1:4] = 1  # a tool observation after the first policy token of every row
+    env *= completion_mask
+    scored = completion_mask * (1 - env)
+    results = []
+    for cls, stash in ((GRPOTrainer, None), (LengthGroupedGRPOTrainer, scored)):
+        trainer = _bare(cls)
+        trainer._scored_mask = stash
+        model.zero_grad()
+        logps, entropies, _ = trainer._get_per_token_logps_and_entropies(
+            model, ids, mask, width_c, batch_size=batch_size, compute_entropy=True)
+        ((logps + entropies) * scored).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append((logps.detach(), entropies.detach(), grads))
+    (trl_lp, trl_ent, trl_grad), (our_lp, our_ent, our_grad) = results
+    assert int(scored.sum()) < int(completion_mask.sum())
+    assert bool((our_lp[scored == 0] == 0).all()) and bool((our_ent[scored == 0] == 0).all())
+    assert bool((trl_lp[env == 1] != 0).all())  # TRL scored the tool output
+    torch.testing.assert_close(our_lp * scored, trl_lp * scored, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(our_ent * scored, trl_ent * scored, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(our_grad, trl_grad, atol=1e-5, rtol=1e-4)
+
+
+def test_compute_loss_stashes_the_policy_token_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRL's loss runs with the completion mask times the env mask stashed, and it is cleared afterwards."""
+    seen = []
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", lambda self, model, inputs: seen.append(self._scored_mask))
+    trainer = _bare(LengthGroupedGRPOTrainer)
+    inputs = {"completion_mask": torch.tensor([[1, 1, 1, 0]]), "tool_mask": torch.tensor([[1, 0, 1, 1]])}
+    trainer._compute_loss(None, inputs)
+    assert seen[0].tolist() == [[1, 0, 1, 0]]
+    assert trainer._scored_mask is None
 
 
 def test_micro_batches_group_similar_lengths_and_keep_rows_whole() -> None:

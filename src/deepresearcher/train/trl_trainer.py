@@ -14,6 +14,12 @@ micro-batches carry the longest episode's width. This subclass changes two thing
 Prompts are left-padded and barely differ in length, so their padding is kept: positions then stay
 exactly what TRL would use for every model, whatever its position encoding. Text only, as our
 ``rollout_func`` is: a forward pass with image inputs goes through TRL's own code.
+
+In the loss, log-probabilities and entropies are computed only where the policy wrote the token (the
+completion mask times the env mask; elsewhere they are 0, as the loss masks them out): tool output is
+most of an agent episode, and the vocabulary projection over it was wasted. TRL's fused LM head skips
+such positions only on Triton devices; on the CPU it scores every position (prompt and padding too),
+which was ~44% of a quickstart step, so there the scored positions alone go through the output layer.
 """
 
 from __future__ import annotations
@@ -59,6 +65,14 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
             self._buffered_inputs = length_sorted_micro_batches(scored, self.args.steps_per_generation)
         return self._buffered_inputs[self._step % self.args.steps_per_generation]
 
+    def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        mask = inputs["completion_mask"]
+        self._scored_mask = mask * inputs["tool_mask"] if "tool_mask" in inputs else mask
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._scored_mask = None
+
     def _get_per_token_logps_and_entropies(
         self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, logits_to_keep: int,
         batch_size: int | None = None, compute_entropy: bool = False, compute_aux_loss: bool = False, **kwargs: Any,
@@ -68,6 +82,9 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **kwargs)
         rows, size = input_ids.size(0), batch_size or input_ids.size(0)
         prompt_width = input_ids.size(1) - logits_to_keep
+        scored = getattr(self, "_scored_mask", None)
+        if scored is None or tuple(scored.shape) != (rows, logits_to_keep):
+            scored = attention_mask[:, prompt_width:]
         order = torch.argsort(attention_mask[:, prompt_width:].sum(1), descending=True, stable=True)
         logps: torch.Tensor | None = None
         entropies: torch.Tensor | None = None
@@ -76,9 +93,9 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
             chunk = order[start : start + size].to(input_ids.device)
             used = attention_mask[chunk, prompt_width:].any(0).nonzero()
             keep = int(used[-1]) + 1 if len(used) else 1
-            chunk_logps, chunk_entropies, aux = super()._get_per_token_logps_and_entropies(
-                model, input_ids[chunk, : prompt_width + keep], attention_mask[chunk, : prompt_width + keep], keep,
-                None, compute_entropy, compute_aux_loss)
+            chunk_logps, chunk_entropies, aux = self._score_chunk(
+                model, input_ids[chunk, : prompt_width + keep], attention_mask[chunk, : prompt_width + keep],
+                scored[chunk, :keep], compute_entropy, compute_aux_loss)
             if logps is None:
                 logps = chunk_logps.new_zeros(rows, logits_to_keep)
                 entropies = chunk_logps.new_zeros(rows, logits_to_keep) if compute_entropy else None
@@ -89,6 +106,44 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
                 aux_losses.append(aux)
         assert logps is not None
         return logps, entropies, torch.stack(aux_losses).mean() if aux_losses else None
+
+    def _score_chunk(
+        self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor,
+        compute_entropy: bool, compute_aux_loss: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Log-probabilities (and entropies) of the last ``scored.size(1)`` tokens of each row, 0 where not scored."""
+        keep = scored.size(1)
+        labels = input_ids.masked_fill(attention_mask == 0, -100)
+        labels[:, :-keep] = -100
+        labels[:, -keep:] = labels[:, -keep:].masked_fill(scored == 0, -100)
+        if input_ids.device.type != "cpu" or compute_aux_loss or _transforms_logits(model):
+            extra = {"output_router_logits": True} if compute_aux_loss else {}
+            with self.accelerator.autocast():
+                out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True, **extra)
+            return (out.log_probs[:, -keep:], out.entropy[:, -keep:] if compute_entropy else None,
+                    out.aux_loss if compute_aux_loss else None)
+        with self.accelerator.autocast():
+            hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        targets = labels[:, 1:]
+        where = targets != -100
+        logits = model.get_output_embeddings()(hidden[:, :-1][where]).float() / self.temperature
+        logp_all = logits.log_softmax(-1)
+        picked = logp_all.gather(-1, targets[where].unsqueeze(-1)).squeeze(-1)
+        logps = logp_all.new_zeros(targets.shape).masked_scatter(where, picked)
+        entropies = None
+        if compute_entropy:
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            entropies = logp_all.new_zeros(targets.shape).masked_scatter(where, entropy)[:, -keep:]
+        return logps[:, -keep:], entropies, None
+
+
+# Config fields of architectures that transform logits after the output layer: those keep TRL's fused head.
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+
+
+def _transforms_logits(model: Any) -> bool:
+    config = model.config.get_text_config()
+    return any(getattr(config, name, None) is not None for name in _LOGIT_TRANSFORMS)
 
 
 def _widen(values: torch.Tensor, width: int) -> torch.Tensor:
