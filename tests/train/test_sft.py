@@ -10,7 +10,13 @@ import torch
 
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.config import SFTConfig, load_config
-from deepresearcher.train.sft import collate, next_token_loss, sft_loss, token_weights, train_sft
+from deepresearcher.train.sft import (
+    collate,
+    next_token_loss,
+    sft_loss,
+    token_weights,
+    train_sft,
+)
 
 torch.set_num_threads(1)
 

@@ -55,7 +55,8 @@ def length_sorted_micro_batches(batch: dict[str, Any], chunks: int) -> list[dict
 
 
 class LengthGroupedGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` whose micro-batches group similar lengths and whose forward passes skip padding."""
+    """``GRPOTrainer`` whose micro-batches group similar lengths, whose forward passes skip padding, and whose
+    loss scores only the tokens the policy wrote."""
 
     def _prepare_inputs(self, generation_batch: dict[str, Any]) -> dict[str, Any]:
         if not self.model.training:
