@@ -117,7 +117,7 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
         labels = input_ids.masked_fill(attention_mask == 0, -100)
         labels[:, :-keep] = -100
         labels[:, -keep:] = labels[:, -keep:].masked_fill(scored == 0, -100)
-        if input_ids.device.type != "cpu" or compute_aux_loss or _transforms_logits(model):
+        if input_ids.device.type != "cpu" or compute_aux_loss or _needs_fused_head(model):
             extra = {"output_router_logits": True} if compute_aux_loss else {}
             with self.accelerator.autocast():
                 out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True, **extra)
@@ -142,9 +142,11 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
 
 
-def _transforms_logits(model: Any) -> bool:
+def _needs_fused_head(model: Any) -> bool:
+    """Whether only TRL's fused head scores ``model`` right: logits transformed after the output layer, or a
+    PEFT wrapper (whose ``base_model`` is not the transformer backbone)."""
     config = model.config.get_text_config()
-    return any(getattr(config, name, None) is not None for name in _LOGIT_TRANSFORMS)
+    return hasattr(model, "peft_config") or any(getattr(config, name, None) is not None for name in _LOGIT_TRANSFORMS)
 
 
 def _widen(values: torch.Tensor, width: int) -> torch.Tensor:
