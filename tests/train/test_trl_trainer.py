@@ -11,7 +11,11 @@ from accelerate import Accelerator
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
-from deepresearcher.train.trl_trainer import LengthGroupedGRPOTrainer, length_sorted_micro_batches
+from deepresearcher.train.trl_trainer import (
+    LengthGroupedGRPOTrainer,
+    _needs_fused_head,
+    length_sorted_micro_batches,
+)
 
 torch.set_num_threads(1)
 
@@ -119,3 +123,14 @@ def test_micro_batches_group_similar_lengths_and_keep_rows_whole() -> None:
         assert chunk["advantages"].tolist() == chunk["completion_mask"].sum(1).float().tolist()
         assert [int(r[3:]) for r in chunk["ids"]] == [lengths.tolist().index(int(a)) for a in chunk["advantages"]]
         assert int(chunk["num_items_in_batch"]) == 128
+
+
+def test_models_the_cpu_path_cannot_score_keep_trls_fused_head(tiny_model_dir: Path) -> None:
+    """Soft-capped or scaled logits, and PEFT wrappers, go through TRL's fused head; a plain model does not."""
+    model = _policy(tiny_model_dir)
+    assert not _needs_fused_head(model)
+    model.config.final_logit_softcapping = 30.0
+    assert _needs_fused_head(model)
+    model.config.final_logit_softcapping = None
+    model.peft_config = {"default": object()}
+    assert _needs_fused_head(model)
