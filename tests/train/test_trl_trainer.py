@@ -11,9 +11,9 @@ from accelerate import Accelerator
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
+from deepresearcher.train.output_layer import projects_plainly
 from deepresearcher.train.trl_trainer import (
     LengthGroupedGRPOTrainer,
-    _needs_fused_head,
     length_sorted_micro_batches,
 )
 
@@ -128,9 +128,9 @@ def test_micro_batches_group_similar_lengths_and_keep_rows_whole() -> None:
 def test_models_the_cpu_path_cannot_score_keep_trls_fused_head(tiny_model_dir: Path) -> None:
     """Soft-capped or scaled logits, and PEFT wrappers, go through TRL's fused head; a plain model does not."""
     model = _policy(tiny_model_dir)
-    assert not _needs_fused_head(model)
+    assert projects_plainly(model)
     model.config.final_logit_softcapping = 30.0
-    assert _needs_fused_head(model)
+    assert not projects_plainly(model)
     model.config.final_logit_softcapping = None
     model.peft_config = {"default": object()}
-    assert _needs_fused_head(model)
+    assert not projects_plainly(model)

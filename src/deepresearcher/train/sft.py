@@ -29,6 +29,7 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import SFTConfig
 from deepresearcher.errors import ConfigError
+from deepresearcher.train.output_layer import next_token_logits
 
 logger = logging.getLogger(__name__)
 
@@ -47,26 +48,12 @@ def sft_loss(logits: Any, targets: Any, weights: Any) -> Any:
     return (ce * weights).sum() / weights.sum().clamp(min=1e-8)
 
 
-# Config fields of architectures that transform logits after the output layer (Gemma 2's soft-capping,
-# Cohere's and Granite's scaling): for those the loss takes the model's own logits.
-_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
-
-
 def next_token_loss(model: Any, input_ids: Any, attention_mask: Any, weights: Any) -> Any:
-    """The SFT loss of a batch: token ``t+1`` is predicted from position ``t`` and weighted by ``weights[t+1]``.
-
-    Only positions whose next token carries weight go through the output layer: over every position
-    (prompt and padding included) the vocabulary projection, its log-softmax and the copies of the full
-    logits tensor took ~45% of a tiny model's step.
-    """
-    rows, cols = weights[:, 1:].nonzero(as_tuple=True)
-    targets, target_weights = input_ids[rows, cols + 1], weights[rows, cols + 1]
-    if any(getattr(model.config, name, None) is not None for name in _LOGIT_TRANSFORMS):
-        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[rows, cols]
-    else:
-        hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        logits = model.get_output_embeddings()(hidden[rows, cols])
-    return sft_loss(logits, targets, target_weights)
+    """The SFT loss of a batch: token ``t+1`` is predicted from position ``t`` and weighted by ``weights[t+1]``;
+    only positions whose next token carries weight go through the output layer."""
+    where = weights[:, 1:] > 0
+    logits = next_token_logits(model, input_ids, attention_mask, where)
+    return sft_loss(logits, input_ids[:, 1:][where], weights[:, 1:][where])
 
 
 def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int) -> tuple[Any, Any, Any]:

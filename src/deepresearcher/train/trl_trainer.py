@@ -30,6 +30,8 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
+from deepresearcher.train.output_layer import next_token_logits, projects_plainly
+
 _VISION_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
                   "image_position_ids", "token_type_ids", "mm_token_type_ids")
 
@@ -83,8 +85,8 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **kwargs)
         rows, size = input_ids.size(0), batch_size or input_ids.size(0)
         prompt_width = input_ids.size(1) - logits_to_keep
-        scored = getattr(self, "_scored_mask", None)
-        if scored is None or tuple(scored.shape) != (rows, logits_to_keep):
+        scored = getattr(self, "_scored_mask", None)  # set only inside the loss
+        if scored is None:
             scored = attention_mask[:, prompt_width:]
         order = torch.argsort(attention_mask[:, prompt_width:].sum(1), descending=True, stable=True)
         logps: torch.Tensor | None = None
@@ -117,36 +119,24 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
         labels = input_ids.masked_fill(attention_mask == 0, -100)
         labels[:, :-keep] = -100
         labels[:, -keep:] = labels[:, -keep:].masked_fill(scored == 0, -100)
-        if input_ids.device.type != "cpu" or compute_aux_loss or _needs_fused_head(model):
+        if input_ids.device.type != "cpu" or compute_aux_loss or not projects_plainly(model):
             extra = {"output_router_logits": True} if compute_aux_loss else {}
             with self.accelerator.autocast():
                 out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, fused_lm_head=True, **extra)
             return (out.log_probs[:, -keep:], out.entropy[:, -keep:] if compute_entropy else None,
                     out.aux_loss if compute_aux_loss else None)
-        with self.accelerator.autocast():
-            hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
         targets = labels[:, 1:]
         where = targets != -100
-        logits = model.get_output_embeddings()(hidden[:, :-1][where]).float() / self.temperature
-        logp_all = logits.log_softmax(-1)
+        with self.accelerator.autocast():
+            logits = next_token_logits(model, input_ids, attention_mask, where)
+        logp_all = (logits.float() / self.temperature).log_softmax(-1)
         picked = logp_all.gather(-1, targets[where].unsqueeze(-1)).squeeze(-1)
-        logps = logp_all.new_zeros(targets.shape).masked_scatter(where, picked)
+        logps = logp_all.new_zeros(targets.shape).masked_scatter(where, picked)[:, -keep:]
         entropies = None
         if compute_entropy:
             entropy = -(logp_all.exp() * logp_all).sum(-1)
             entropies = logp_all.new_zeros(targets.shape).masked_scatter(where, entropy)[:, -keep:]
-        return logps[:, -keep:], entropies, None
-
-
-# Config fields of architectures that transform logits after the output layer: those keep TRL's fused head.
-_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
-
-
-def _needs_fused_head(model: Any) -> bool:
-    """Whether only TRL's fused head scores ``model`` right: logits transformed after the output layer, or a
-    PEFT wrapper (whose ``base_model`` is not the transformer backbone)."""
-    config = model.config.get_text_config()
-    return hasattr(model, "peft_config") or any(getattr(config, name, None) is not None for name in _LOGIT_TRANSFORMS)
+        return logps, entropies, None
 
 
 def _widen(values: torch.Tensor, width: int) -> torch.Tensor:
