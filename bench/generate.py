@@ -1,4 +1,4 @@
-"""Local generator benchmark: tokens/s of ``TransformersGenerator`` with concurrent requests vs one at a time.
+"""Local generator benchmark: tokens/s of ``LocalEngine`` with concurrent requests vs one at a time.
 
 The same prompts and sampling (greedy, ``--tokens`` each) run twice: sequentially, then all at once
 (continuous batching shares each forward pass), then with staggered arrivals (``--stagger-ms`` apart,
@@ -20,21 +20,21 @@ from typing import Any
 
 from deepresearcher.config import Config, TinyModelConfig
 from deepresearcher.generate.base import SamplingParams
-from deepresearcher.generate.transformers_gen import TransformersGenerator
+from deepresearcher.inference.engine import LocalEngine
 
 
-def _generator(embedded: bool, workdir: Path, batch: int) -> TransformersGenerator:
+def _generator(embedded: bool, workdir: Path, batch: int) -> LocalEngine:
     if embedded:
-        return TransformersGenerator.embedded(cache_dir=Config().resolved_cache_dir(), max_batch_size=batch)
+        return LocalEngine.embedded(cache_dir=Config().resolved_cache_dir(), max_batch_size=batch)
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
     texts = ["the capital of freedonia is fredville", "who founded the velmora works company"] * 50
     spec = TinyModelConfig(vocab_size=400, hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2,
                            intermediate_size=384, max_positions=2048)
-    return TransformersGenerator.from_pretrained(str(build_tiny_checkpoint(texts, workdir, spec)), max_batch_size=batch)
+    return LocalEngine.from_pretrained(str(build_tiny_checkpoint(texts, workdir, spec)), max_batch_size=batch)
 
 
-async def _run(generator: TransformersGenerator, prompts: list[list[int]], params: SamplingParams,
+async def _run(generator: LocalEngine, prompts: list[list[int]], params: SamplingParams,
                mode: str, stagger: float) -> tuple[float, int]:
     start = time.perf_counter()
     if mode == "sequential":

@@ -36,7 +36,7 @@ from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolContext
 from deepresearcher.config import AgentConfig, Config
 from deepresearcher.generate.base import SamplingParams
-from deepresearcher.generate.embedded import load_qwen25_tokenizer
+from deepresearcher.inference.embedded import load_qwen25_tokenizer
 from deepresearcher.generate.scripted import ScriptedGenerator
 
 

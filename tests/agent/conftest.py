@@ -16,14 +16,14 @@ def tokenizer_cache(request, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def qwen_tokenizer(tokenizer_cache):
-    from deepresearcher.generate.embedded import load_qwen25_tokenizer
+    from deepresearcher.inference.embedded import load_qwen25_tokenizer
 
     return load_qwen25_tokenizer(tokenizer_cache)
 
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer(tokenizer_cache):
-    from deepresearcher.generate.embedded import load_smollm2_tokenizer
+    from deepresearcher.inference.embedded import load_smollm2_tokenizer
 
     return load_smollm2_tokenizer(tokenizer_cache)
 

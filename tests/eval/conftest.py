@@ -106,7 +106,7 @@ def tokenizer_dir(request, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def qwen_tokenizer(tokenizer_dir):
-    from deepresearcher.generate.embedded import load_qwen25_tokenizer
+    from deepresearcher.inference.embedded import load_qwen25_tokenizer
 
     return load_qwen25_tokenizer(tokenizer_dir)
 

@@ -22,7 +22,9 @@ the policy's fault and propagates (``GenerationError``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -100,6 +102,7 @@ class _Rollout:
     task: RolloutTask
     trajectory: Trajectory
     context: Any
+    session: int
     ids: list[int] = field(default_factory=list)
     last_sampled: list[int] = field(default_factory=list)
     pending: ParsedTurn | None = None
@@ -137,6 +140,7 @@ class RolloutEngine:
         self.config = config
         self.on_event = on_event
         self.make_context = make_context or _default_context_factory()
+        self._episodes: collections.Counter[tuple[str, str]] = collections.Counter()
         self._generation_slots = asyncio.Semaphore(config.max_concurrent_generations)
         self._tool_slots = asyncio.Semaphore(config.max_concurrent_tools)
         self._handlers = {
@@ -154,13 +158,24 @@ class RolloutEngine:
             golds=task.golds,
             metadata={**task.metadata, "exact_tokens": bool(getattr(self.generator, "exact_tokens", True))},
         )
-        rollout = _Rollout(task=task, trajectory=trajectory, context=self.make_context(task.question))
+        rollout = _Rollout(task=task, trajectory=trajectory, context=self.make_context(task.question),
+                           session=self._session_of(task))
         state = AgentState.PENDING
         while state is not AgentState.TERMINATED:
             state = await self._handlers[state](rollout)
         trajectory.metadata["seconds"] = round(time.perf_counter() - rollout.started, 6)
         self._emit("end", rollout, None)
         return trajectory
+
+    def _session_of(self, task: RolloutTask) -> int:
+        """A stable id for this episode's generation session: the task and how many episodes of it this engine
+        started before. Local engines key their KV cache and each request's random stream by it, so a rerun
+        (a resumed training step, a resumed eval) samples what the first run sampled."""
+        key = (task.task_id, task.question)
+        ordinal = self._episodes[key]
+        self._episodes[key] += 1
+        digest = hashlib.blake2b(f"{key[0]}\x1f{key[1]}\x1f{ordinal}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") >> 1
 
     def _emit(self, kind: str, rollout: _Rollout, turn: TurnRecord | None) -> None:
         if self.on_event is not None:
@@ -192,7 +207,7 @@ class RolloutEngine:
             temperature=cfg.temperature,
             top_p=cfg.top_p,
             stop=STOP_STRINGS,
-            session=id(rollout),  # every turn extends the last one's ids: local generators reuse the KV cache
+            session=rollout.session,  # every turn extends the last one's ids: local engines reuse the KV cache
         )
         self._emit("generate", rollout, None)
         start = time.perf_counter()
@@ -277,6 +292,14 @@ async def run_rollouts(
         logger.info("context budget %d lowered to the policy's window %d", cfg.context_budget, max_context)
         cfg = cfg.model_copy(update={"context_budget": max_context})
     engine = RolloutEngine(generator, toolbox, template, cfg, on_event=on_event, make_context=make_context)
+    return await run_episodes(engine, tasks)
+
+
+async def run_episodes(engine: RolloutEngine, tasks: Iterable[Any]) -> list[Trajectory]:
+    """One episode per task on ``engine``, all concurrently; trajectories come back in task order.
+
+    If one rollout raises (a generator failure), the others are cancelled and the error propagates.
+    """
     jobs = [asyncio.ensure_future(engine.run(task)) for task in tasks]
     try:
         return list(await asyncio.gather(*jobs))

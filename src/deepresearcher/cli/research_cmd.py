@@ -110,20 +110,12 @@ class TraceDisplay:
 
 
 async def run_research(question: str, cfg: Any, on_event: Any = None) -> Any:
-    """Run one episode with the configured policy, tools and environment; return its trajectory."""
-    from deepresearcher.agent.loop import RolloutTask, run_rollouts
-    from deepresearcher.agent.tools import ToolBox
-    from deepresearcher.generate.factory import make_policy
-    from deepresearcher.web import make_environment
+    """Run one episode as evaluation would run it (same session: policy, prompt, template, decoding)."""
+    from deepresearcher.agent.loop import RolloutTask
+    from deepresearcher.agent.session import open_session
 
-    generator, tokenizer = make_policy(cfg)
-    try:
-        async with make_environment(cfg) as env:
-            [trajectory] = await run_rollouts(
-                [RolloutTask(question=question)], generator, ToolBox(env, cfg), tokenizer, cfg.agent, on_event=on_event
-            )
-    finally:
-        await generator.aclose()
+    async with open_session(cfg, decoding="eval") as session:
+        [trajectory] = await session.run([RolloutTask(question=question)], on_event=on_event)
     return trajectory
 
 
@@ -134,7 +126,8 @@ def research(
     reader: str = typer.Option(None, "--reader", help="Page reader: extractive, embedding, llm, raw (browse.reader)."),
     max_turns: int = typer.Option(None, "--max-turns", help="Turns before the episode stops (agent.max_turns)."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens per turn (agent.max_tokens_per_turn)."),
-    temperature: float = typer.Option(None, "--temperature", help="Sampling temperature (agent.temperature)."),
+    temperature: float = typer.Option(None, "--temperature", help="Sampling temperature; default greedy, as eval "
+                                      "decodes (eval.temperature)."),
     as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of the live trace."),
     save: Path = typer.Option(None, "--save", help="Append the trajectory to this JSONL file."),
     config: Path = ConfigOption,
@@ -143,7 +136,7 @@ def research(
     """Research one question: think, search, read, answer — shown live."""
     flags = {
         "agent.policy": policy, "search.backend": search, "browse.reader": reader, "agent.max_turns": max_turns,
-        "agent.max_tokens_per_turn": max_tokens, "agent.temperature": temperature,
+        "agent.max_tokens_per_turn": max_tokens, "eval.temperature": temperature,
     }
     cfg = resolve_config(config, [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)])
     console = Console()

@@ -73,11 +73,11 @@ def train(
         cfg.train.model = str(warm)
     _quiet_libraries()
     from deepresearcher.train.grpo import train_grpo
-    from deepresearcher.train.models import resolve_policy
+    from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
     from deepresearcher.train.tasks import task_sets
 
-    policy = resolve_policy(cfg.train.model, cfg.resolved_cache_dir())
+    policy = resolve_checkpoint(cfg.train.model, cfg.resolved_cache_dir())
     sets = task_sets(cfg)
     rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
     try:
@@ -112,12 +112,12 @@ def sft(
     _quiet_libraries()
     from transformers import AutoTokenizer
 
-    from deepresearcher.train.models import resolve_policy
+    from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.rollout import WorldRollouts
     from deepresearcher.train.sft import train_sft
     from deepresearcher.train.tasks import task_sets
 
-    policy = resolve_policy(cfg.train.model, cfg.resolved_cache_dir())
+    policy = resolve_checkpoint(cfg.train.model, cfg.resolved_cache_dir())
     sets = task_sets(cfg)
     rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
     try:
@@ -149,9 +149,9 @@ def quickstart(
     if dry_run:
         return
     _quiet_libraries()
-    from deepresearcher.train.models import resolve_policy
+    from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.quickstart import run_quickstart
 
-    policy = str(resolve_policy(model, cfg.resolved_cache_dir())) if model else None
+    policy = str(resolve_checkpoint(model, cfg.resolved_cache_dir())) if model else None
     summary = run_quickstart(cfg, model=policy, say=lambda text: console.print(text, markup=False, highlight=False))
     console.print_json(json.dumps(summary))

@@ -258,15 +258,12 @@ class _SeededGenerator:
         return None
 
 
-def _eval_config(config: Config) -> Config:
+def _check_decoding(config: Config) -> None:
     if config.eval.samples > 1 and config.eval.temperature == 0:
         raise ConfigError(
             f"eval.samples={config.eval.samples} with eval.temperature=0 gives {config.eval.samples} identical "
             "greedy rollouts; set eval.temperature (e.g. 1.0) for pass@k, or eval.samples=1."
         )
-    return config.model_copy(
-        update={"agent": config.agent.model_copy(update={"temperature": config.eval.temperature})}, deep=True
-    )
 
 
 def _prepare_out(out: Path, config: Config) -> None:
@@ -304,11 +301,8 @@ async def _run_pending(
     on_record: RecordCallback | None,
     policy: tuple[Generator, Any] | None = None,
 ) -> int:
-    from deepresearcher.agent.loop import RolloutEngine, RolloutTask
-    from deepresearcher.agent.template import ChatTemplate
-    from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
-    from deepresearcher.generate.factory import make_policy
-    from deepresearcher.web import make_environment
+    from deepresearcher.agent.loop import RolloutTask
+    from deepresearcher.agent.session import open_session
 
     ran = 0
     async with contextlib.AsyncExitStack() as stack:  # closes whatever was opened, in reverse, on any exit
@@ -316,18 +310,10 @@ async def _run_pending(
         if config.eval.judge is not None:
             judge = _make_judge(config, config.eval.judge)
             stack.push_async_callback(judge.aclose)
-        generator, tokenizer = policy if policy is not None else make_policy(config)
-        stack.push_async_callback(generator.aclose)
-        agent_cfg = config.agent
-        max_context = getattr(generator, "max_context", None)
-        if max_context and agent_cfg.context_budget > max_context:
-            agent_cfg = agent_cfg.model_copy(update={"context_budget": max_context})
-        template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
-        env = await stack.enter_async_context(make_environment(config))
+        session = await stack.enter_async_context(open_session(config, policy=policy, decoding="eval"))
         handle = stack.enter_context(path.open("ab"))
-        toolbox = ToolBox(env, config)
         engines = {
-            sample: RolloutEngine(_SeededGenerator(generator, config.eval.seed + sample), toolbox, template, agent_cfg)
+            sample: session.engine(generator=_SeededGenerator(session.generator, config.eval.seed + sample))
             for sample in sorted({s for _, _, s in pending})
         }
         slots = asyncio.Semaphore(config.eval.concurrency)
@@ -382,7 +368,7 @@ def run_eval(
     """
     from deepresearcher.eval.report import write_reports
 
-    config = _eval_config(config)
+    _check_decoding(config)
     out = Path(out)
     tasks = load_eval_tasks(config, data_file)
     _prepare_out(out, config)

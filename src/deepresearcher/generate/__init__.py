@@ -1,7 +1,7 @@
 """Policy generators: prompt ids in, sampled ids and logprobs out (see ``base.Generator``).
 
-Implementations with heavy imports (torch, vLLM) live in their own modules and are imported on use:
-``transformers_gen.TransformersGenerator``, ``vllm_gen.VLLMServerGenerator`` / ``VLLMEngineGenerator``,
+Implementations with heavy imports live in their own modules and are imported on use (local models run on
+``vllm_gen.VLLMServerGenerator`` / ``VLLMEngineGenerator``,
 ``openai_gen.OpenAITextGenerator``; ``factory.make_policy(config)`` picks one from ``agent.policy``.
 """
 

@@ -7,39 +7,11 @@ say so with ``exact_tokens = False``; their trajectories are for evaluation only
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from deepresearcher.inference.sampling import FinishReason, GenerationResult, SamplingParams
 
-FinishReason = Literal["stop", "length"]
-
-
-class SamplingParams(BaseModel):
-    """How one turn is sampled."""
-
-    max_tokens: int = Field(2000, ge=1, description="New tokens at most; the turn finishes with `length` after.")
-    temperature: float = Field(1.0, ge=0.0, description="0 is greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    stop: list[str] = Field(
-        default_factory=list,
-        description="Strings that end the turn; the tokens that complete one are kept in the output.",
-    )
-    seed: int | None = None
-    session: int | None = Field(
-        None,
-        description="Requests of one session (an episode's turns) each extend the previous one's token ids, "
-        "so a generator may keep that session's KV cache from one call to the next; None: no reuse.",
-    )
-
-
-class GenerationResult(BaseModel):
-    """What one request sampled."""
-
-    token_ids: list[int]
-    logprobs: list[float] | None = Field(None, description="Logprob of each sampled token; None if unknown.")
-    finish_reason: FinishReason
-    stop_reason: str | None = Field(None, description="The stop string matched, or `eos`; None on `length`.")
-    text: str | None = Field(None, description="Decoded text, when the generator has it.")
+__all__ = ["FinishReason", "GenerationResult", "Generator", "SamplingParams"]
 
 
 @runtime_checkable

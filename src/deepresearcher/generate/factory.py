@@ -1,7 +1,10 @@
 """Build the policy named by ``agent.policy``: the generator and the tokenizer its chat template comes from.
 
-    smollm2                     embedded SmolLM2-135M-Instruct (transformers, CPU/GPU, offline)
-    /path/to/checkpoint         a local model directory (transformers)
+This is the only place a policy generator is built: ``research``, ``eval`` and training (which passes
+the model it is training, or its colocated vLLM engine) all come here.
+
+    smollm2                     embedded SmolLM2-135M-Instruct (the local engine, CPU/GPU, offline)
+    /path/to/checkpoint         a local model directory (the local engine)
     vllm:http://host:8000/v1    a vLLM server (token ids in and out)
     vllm:/path/or/hub-name      vLLM's AsyncLLM in this process
     openai:https://host/v1      any OpenAI-compatible completions server (text only: evaluation)
@@ -23,14 +26,18 @@ from deepresearcher.generate.base import Generator
 
 def load_tokenizer(name: str, config: Config) -> Any:
     """A tokenizer by name: ``qwen2.5``, ``smollm2`` (both offline), or a directory / hub name."""
-    from deepresearcher.generate import embedded
-
     if name == "qwen2.5":
-        return embedded.load_qwen25_tokenizer(config.resolved_cache_dir())
-    if name == "smollm2":
-        return embedded.load_smollm2_tokenizer(config.resolved_cache_dir())
+        from deepresearcher.inference.embedded import load_qwen25_tokenizer
+
+        return load_qwen25_tokenizer(config.resolved_cache_dir())
     from transformers import AutoTokenizer
 
+    from deepresearcher.inference.embedded import EMBEDDED_NAMES
+
+    if name in EMBEDDED_NAMES:
+        from deepresearcher.inference.loader import resolve_checkpoint
+
+        name = str(resolve_checkpoint(name, config.resolved_cache_dir()))
     try:
         return AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as exc:
@@ -39,16 +46,28 @@ def load_tokenizer(name: str, config: Config) -> Any:
         ) from exc
 
 
-def make_policy(config: Config) -> tuple[Generator, Any]:
-    """The generator for ``config.agent.policy`` and its tokenizer."""
-    agent = config.agent
-    policy = agent.policy.strip()
-    local = {"max_batch_size": agent.max_batch_size, "batch_wait_s": agent.batch_wait_ms / 1000}
-    if policy == "smollm2":
-        from deepresearcher.generate.transformers_gen import TransformersGenerator
+def make_policy(
+    config: Config, *, model: Any = None, tokenizer: Any = None, vllm_llm: Any = None, seed: int = 0,
+    max_batch_size: int | None = None,
+) -> tuple[Generator, Any]:
+    """The generator for ``config.agent.policy`` and its tokenizer.
 
-        generator = TransformersGenerator.embedded(cache_dir=config.resolved_cache_dir(), **local)
-        return generator, generator.tokenizer
+    Training passes the policy it is training instead: ``model`` and ``tokenizer`` (sampled in this process
+    with the live weights, by the local engine) or ``vllm_llm`` (TRL's colocated ``vllm.LLM``, which holds
+    the same weights). ``seed`` seeds sampling; ``max_batch_size`` overrides ``agent.max_batch_size`` (a
+    training step samples all its rollouts together).
+    """
+    agent = config.agent
+    local = {"max_batch_size": max_batch_size or agent.max_batch_size, "batch_wait_s": agent.batch_wait_ms / 1000, "seed": seed}
+    if vllm_llm is not None:
+        from deepresearcher.generate.vllm_gen import VLLMColocatedGenerator
+
+        return VLLMColocatedGenerator(vllm_llm, seed=seed), tokenizer
+    if model is not None:
+        from deepresearcher.inference.engine import LocalEngine
+
+        return LocalEngine(model, tokenizer, **local), tokenizer
+    policy = agent.policy.strip()
     kind, sep, target = policy.partition(":")
     if sep and kind in ("vllm", "openai", "openai-chat") and target:
         tokenizer = load_tokenizer(agent.tokenizer or agent.policy_model or target, config)
@@ -67,11 +86,14 @@ def make_policy(config: Config) -> tuple[Generator, Any]:
         from deepresearcher.generate.vllm_gen import VLLMEngineGenerator
 
         return VLLMEngineGenerator(target), tokenizer
-    if Path(policy).is_dir():
-        from deepresearcher.generate.transformers_gen import TransformersGenerator
+    from deepresearcher.inference.embedded import EMBEDDED_NAMES
 
-        generator = TransformersGenerator.from_pretrained(policy, **local)
-        return generator, generator.tokenizer
+    if policy in EMBEDDED_NAMES or Path(policy).is_dir():
+        from deepresearcher.inference.engine import LocalEngine
+        from deepresearcher.inference.loader import load_model
+
+        model, tokenizer = load_model(policy, config.resolved_cache_dir())
+        return LocalEngine(model, tokenizer, **local), tokenizer
     raise ConfigError(
         f"agent.policy={policy!r} is not a policy: use `smollm2`, a model directory, `vllm:http://host:8000/v1`, "
         "`vllm:<model path>`, `openai:https://host/v1` or `openai-chat:https://host/v1`."

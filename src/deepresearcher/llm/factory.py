@@ -20,7 +20,7 @@ def make_chat_client(config: LLMClientConfig, cache_dir: Path | None = None) -> 
     if config.kind == "local":
         from deepresearcher.llm.local import LocalChatClient
 
-        return LocalChatClient.from_config(config)
+        return LocalChatClient.from_config(config, cache_dir)
     from deepresearcher.llm.embedded import embedded_chat_client
 
     return embedded_chat_client(config, cache_dir=cache_dir)

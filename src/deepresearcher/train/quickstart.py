@@ -65,7 +65,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 def evaluate(
     model_dir: Path, tasks: list[dict[str, Any]], rollouts: Any, config: Config, batch: int = 256
 ) -> EvalResult:
-    """Greedy episodes of the model in ``model_dir`` on ``tasks``, scored like RL rewards."""
+    """Episodes of the model in ``model_dir`` on ``tasks`` as ``eval`` runs them (``eval.temperature``, greedy
+    by default), scored like RL rewards."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -73,18 +74,13 @@ def evaluate(
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
-    greedy = config.model_copy(update={"agent": config.agent.model_copy(update={"temperature": 0.0})})
-    saved, rollouts.config = rollouts.config, greedy
     result = EvalResult()
-    try:
-        with torch.no_grad():
-            for start in range(0, len(tasks), batch):
-                chunk = tasks[start : start + batch]
-                for task, trajectory in zip(chunk, rollouts.collect(chunk, model, tokenizer), strict=True):
-                    scores = score_trajectory(trajectory, task, config)
-                    result.rows.append({"id": task["id"], "type": task.get("type", "task"), **scores})
-    finally:
-        rollouts.config = saved
+    with torch.no_grad():
+        for start in range(0, len(tasks), batch):
+            chunk = tasks[start : start + batch]
+            for task, trajectory in zip(chunk, rollouts.collect(chunk, model, tokenizer, decoding="eval"), strict=True):
+                scores = score_trajectory(trajectory, task, config)
+                result.rows.append({"id": task["id"], "type": task.get("type", "task"), **scores})
     return result
 
 

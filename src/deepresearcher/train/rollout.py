@@ -17,27 +17,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from deepresearcher.agent.template import THINK_OPEN, ChatTemplate
+from deepresearcher.agent.session import Decoding, make_template
+from deepresearcher.agent.template import THINK_OPEN
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.reward import answer_metrics, check_format, score
 
 logger = logging.getLogger(__name__)
-
-# A from-scratch model learns the protocol from SFT, not from instructions; a one-line system turn
-# keeps every episode (and so every rollout and every training step) several hundred tokens shorter.
-COMPACT_SYSTEM_PROMPT = "Research the question with web_search and browse_webpage, then answer."
-
-
-def make_template(tokenizer: Any, compact_prompt: bool) -> ChatTemplate:
-    """The agent's chat template for ``tokenizer``; with ``compact_prompt`` the system turn is one line."""
-    from deepresearcher.agent.tools import TOOL_SCHEMAS
-
-    template = ChatTemplate(tokenizer, list(TOOL_SCHEMAS))
-    if compact_prompt:
-        template.system = COMPACT_SYSTEM_PROMPT
-    return template
-
 
 def task_dict(task: Any) -> dict[str, Any]:
     """A world ``Task`` (or a dict) as the plain dict the trainer keys by id."""
@@ -78,7 +64,6 @@ class WorldRollouts:
         from deepresearcher.web import make_environment
 
         self.config = config
-        self.compact_prompt = config.train.compact_prompt
         self.seed = seed
         self.loop = asyncio.new_event_loop()
         configs = [world_config(config, d) for d in world_dirs] if world_dirs else [config]
@@ -91,37 +76,34 @@ class WorldRollouts:
         return self.toolboxes[task.get("world", 0)]
 
     def collect(self, tasks: list[dict[str, Any]], model: Any, tokenizer: Any, step: int | None = None,
-                *, vllm_llm: Any = None) -> list[Trajectory]:
+                *, vllm_llm: Any = None, decoding: Decoding = "train") -> list[Trajectory]:
         """One episode per task with ``model``'s current weights, in task order.
 
         Sampling is seeded by (run seed, ``step``), so a resumed run samples step N as the uninterrupted
         run would; without ``step`` each call draws the next seed. With ``vllm_llm`` (the trainer's
         colocated ``vllm.LLM``, holding the same weights) the turns are sampled there instead.
+        ``decoding="eval"`` runs the episodes as ``eval`` and ``research`` do (``eval.temperature``).
         """
-        from deepresearcher.agent.loop import run_rollouts
+        from deepresearcher.agent.session import AgentSession
+        from deepresearcher.generate.factory import make_policy
 
         self.calls += 1
         seed = self.seed * 100_003 + (self.calls if step is None else step)
-        if vllm_llm is not None:
-            from deepresearcher.generate.vllm_gen import VLLMColocatedGenerator
-
-            generator: Any = VLLMColocatedGenerator(vllm_llm, seed=seed)
-        else:
-            from deepresearcher.train.sampler import LocalBatchedGenerator
-
-            generator = LocalBatchedGenerator(model, tokenizer, max_batch=max(len(tasks), 1), seed=seed)
-        template = make_template(tokenizer, self.compact_prompt)
+        generator, _ = make_policy(self.config, model=model, tokenizer=tokenizer, vllm_llm=vllm_llm, seed=seed,
+                                   max_batch_size=max(len(tasks), 1))
+        session = AgentSession(self.config, generator, tokenizer, self.toolboxes, decoding=decoding)
         by_world: dict[int, list[int]] = {}
         for i, task in enumerate(tasks):
             by_world.setdefault(task.get("world", 0), []).append(i)
 
         async def run_all() -> list[Trajectory]:
             # One engine per world, all sharing the generator, so a step's rollouts are still sampled as one batch.
-            groups = await asyncio.gather(*(
-                run_rollouts([tasks[i] for i in idx], generator, self.toolboxes[w], tokenizer, self.config.agent,
-                             template=template)
-                for w, idx in by_world.items()
-            ))
+            try:
+                groups = await asyncio.gather(*(
+                    session.run([tasks[i] for i in idx], toolbox=self.toolboxes[w]) for w, idx in by_world.items()
+                ))
+            finally:
+                await generator.aclose()
             ordered: list[Trajectory | None] = [None] * len(tasks)
             for idx, trajectories in zip(by_world.values(), groups, strict=True):
                 for i, trajectory in zip(idx, trajectories, strict=True):
@@ -144,7 +126,7 @@ class WorldRollouts:
 
         async def run_all() -> list[Any]:
             return list(await asyncio.gather(*(
-                OracleResearcher(self.toolbox(t), use_browse=browse, terse=self.compact_prompt)
+                OracleResearcher(self.toolbox(t), use_browse=browse, terse=self.config.train.compact_prompt)
                 .run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
                 for t, browse in zip(tasks, browses, strict=True)
             )))
@@ -160,7 +142,7 @@ class WorldRollouts:
         from deepresearcher.agent.loop import run_rollouts
         from deepresearcher.generate.scripted import ScriptedGenerator
 
-        template = make_template(tokenizer, self.compact_prompt)
+        template = make_template(tokenizer, self.config)
         # The oracle's turns are data, not samples: neither the turn limit nor the per-turn token cap may cut them.
         agent = self.config.agent.model_copy(update={"max_turns": max(self.config.agent.max_turns, 32),
                                                      "max_tokens_per_turn": self.config.agent.context_budget})

@@ -1,15 +1,18 @@
-"""The in-process batched sampler: its logprobs are the model's (so GRPO's first ratio is 1), batched or not."""
+"""The local engine samples as training needs: the model's logprobs (GRPO's first ratio is 1), top-p,
+sessions that reuse their KV cache, and draws that do not depend on who shared the batch."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from deepresearcher.generate.base import SamplingParams
-from deepresearcher.train.sampler import LocalBatchedGenerator
+from deepresearcher.inference.engine import LocalEngine
 
 torch.set_num_threads(1)
 
@@ -22,7 +25,7 @@ def test_batched_left_padded_sampling_logprobs_match_a_full_forward(tiny_model_d
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    generator = LocalBatchedGenerator(model, tokenizer, seed=3)
+    generator = LocalEngine(model, tokenizer, seed=3, batch_wait_s=0.05)
     prompts = [tokenizer("Vesk is the capital")["input_ids"], tokenizer("Who founded Acme Works? web_search")["input_ids"],
                tokenizer("Alice")["input_ids"]]
     params = SamplingParams(max_tokens=12, temperature=0.7)
@@ -49,32 +52,70 @@ def test_stop_string_ends_a_row_and_is_kept(tiny_model_dir: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
-    generator = LocalBatchedGenerator(model, tokenizer)
+    generator = LocalEngine(model, tokenizer)
     probe = asyncio.run(generator.generate(tokenizer("Vesk")["input_ids"], SamplingParams(max_tokens=6, temperature=0)))
     stop = tokenizer.decode(probe.token_ids[:2])  # whatever greedy writes first becomes the stop string
     result = asyncio.run(generator.generate(tokenizer("Vesk")["input_ids"],
                                             SamplingParams(max_tokens=6, temperature=0, stop=[stop])))
     assert result.finish_reason == "stop" and result.stop_reason == stop
-    assert tokenizer.decode(result.token_ids).endswith(stop)
+    assert stop in tokenizer.decode(result.token_ids)
     assert result.token_ids == probe.token_ids[: len(result.token_ids)]
 
 
-def test_sampled_tokens_follow_the_model_distribution(tiny_model_dir: Path) -> None:
-    """Inverse-CDF draws reproduce a known distribution per row (a broken draw skews or shifts it)."""
+def _rows(*params: SamplingParams) -> list[SimpleNamespace]:
+    return [SimpleNamespace(params=p, rng=random.Random(i)) for i, p in enumerate(params)]
+
+
+def test_sampled_tokens_follow_the_model_distribution_and_top_p(tiny_model_dir: Path) -> None:
+    """Inverse-CDF draws reproduce a known distribution per row; top-p keeps only the nucleus, renormalized
+    (a broken draw skews or shifts it; an ignored top_p lets the tail through)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    generator = LocalBatchedGenerator(model=None, tokenizer=tokenizer, seed=1)
-    probs = torch.zeros(2, 50)
+    engine = LocalEngine(SimpleNamespace(config=SimpleNamespace(), parameters=lambda: iter([torch.zeros(1)])), tokenizer)
+    probs = torch.zeros(3, 50)
     probs[0, [0, 7, 49]] = torch.tensor([0.5, 0.3, 0.2])
     probs[1, [3, 4]] = torch.tensor([0.9, 0.1])
-    counts = torch.zeros(2, 50)
-    logp = probs.log()
+    probs[2, [5, 6, 8]] = torch.tensor([0.6, 0.3, 0.1])
+    rows = _rows(SamplingParams(temperature=1.0), SamplingParams(temperature=1.0),
+                 SamplingParams(temperature=1.0, top_p=0.8))
+    counts = torch.zeros(3, 50)
+    logits = probs.clamp_min(1e-30).log()
     for _ in range(4000):
-        counts[torch.arange(2), generator._draw(logp)] += 1
+        tokens, logprobs = engine._sample(logits, rows)
+        counts[torch.arange(3), tokens] += 1
     assert counts[0, [0, 7, 49]].sum() == counts[1, [3, 4]].sum() == 4000, "never a token of probability 0"
     assert (counts[0, [0, 7, 49]] / 4000).tolist() == pytest.approx([0.5, 0.3, 0.2], abs=0.03)
     assert (counts[1, [3, 4]] / 4000).tolist() == pytest.approx([0.9, 0.1], abs=0.03)
+    assert counts[2, 8] == 0, "top_p=0.8 keeps 0.6 + 0.3: the 0.1 tail is never drawn"
+    assert (counts[2, [5, 6]] / 4000).tolist() == pytest.approx([2 / 3, 1 / 3], abs=0.03)
+
+
+def test_what_a_request_samples_does_not_depend_on_its_batch(tiny_model_dir: Path) -> None:
+    """The same requests sampled all together, one at a time, and in reverse order draw the same tokens:
+    each row has its own stream (keyed by seed, session and turn), so the clock that decides admission
+    cannot change a training step's samples."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    prompts = [tokenizer(t)["input_ids"] for t in ("Vesk is the capital", "Who founded Acme Works?", "Alice")]
+    params = [SamplingParams(max_tokens=10, temperature=1.0, session=100 + i) for i in range(3)]
+
+    def sample(order: list[int], together: bool) -> dict[int, list[int]]:
+        engine = LocalEngine(model, tokenizer, seed=11)
+
+        async def run_all():  # noqa: ANN202
+            if together:
+                return await asyncio.gather(*(engine.generate(prompts[i], params[i]) for i in order))
+            return [await engine.generate(prompts[i], params[i]) for i in order]
+
+        return {i: r.token_ids for i, r in zip(order, asyncio.run(run_all()))}
+
+    together = sample([0, 1, 2], together=True)
+    assert sample([0, 1, 2], together=False) == together
+    assert sample([2, 1, 0], together=True) == together
+    assert len({tuple(t) for t in together.values()}) == 3
 
 
 @pytest.mark.timeout(120)
@@ -88,7 +129,7 @@ def test_next_turn_reuses_the_sessions_cache_and_samples_as_a_full_forward_would
     prompts = [tokenizer(t)["input_ids"] for t in ("Vesk is the capital", "Who founded Acme Works? web_search", "Alice")]
     observation = tokenizer(" browse_webpage url_list https://wiki.example/acme")["input_ids"]
 
-    def two_turns(generator: LocalBatchedGenerator) -> list[tuple[list[int], object]]:
+    def two_turns(generator: LocalEngine) -> list[tuple[list[int], object]]:
         async def session(i: int, prompt: list[int]):  # noqa: ANN202
             params = SamplingParams(max_tokens=6 + 3 * i, temperature=0.8, session=i)
             first = await generator.generate(prompt, params)
@@ -100,7 +141,7 @@ def test_next_turn_reuses_the_sessions_cache_and_samples_as_a_full_forward_would
 
         return asyncio.run(run_all())
 
-    cached = LocalBatchedGenerator(model, tokenizer, seed=5)
+    cached = LocalEngine(model, tokenizer, seed=5)
     results = two_turns(cached)
     turn_one_lengths = [len(prompt) - len(observation) for prompt, _ in results]
     assert cached.reused_tokens == sum(n - 1 for n in turn_one_lengths), "all but each turn's last sampled token"
@@ -111,7 +152,7 @@ def test_next_turn_reuses_the_sessions_cache_and_samples_as_a_full_forward_would
         expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(result.token_ids).unsqueeze(-1)).squeeze(-1)
         assert result.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
 
-    uncached = LocalBatchedGenerator(model, tokenizer, seed=5, kv_cache_bytes=0)
+    uncached = LocalEngine(model, tokenizer, seed=5, kv_cache_bytes=0)
     plain = two_turns(uncached)
     assert uncached.reused_tokens == 0
     assert [r.token_ids for _, r in plain] == [r.token_ids for _, r in results]

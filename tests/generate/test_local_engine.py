@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from deepresearcher.config import TinyModelConfig
 from deepresearcher.errors import GenerationError
 from deepresearcher.generate.base import SamplingParams
-from deepresearcher.generate.transformers_gen import TransformersGenerator
+from deepresearcher.inference.engine import LocalEngine
 from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
 TEXTS = ["the capital of freedonia is fredville", "search the web and browse pages", "who wrote the book"] * 20
@@ -27,7 +27,7 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture
 def generator(checkpoint):
-    return TransformersGenerator.from_pretrained(str(checkpoint), batch_wait_s=0.05, seed=0)
+    return LocalEngine.from_pretrained(str(checkpoint), batch_wait_s=0.05, seed=0)
 
 
 def prompts(generator) -> list[list[int]]:

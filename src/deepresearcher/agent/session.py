@@ -1,0 +1,104 @@
+"""One place builds what an episode needs from config: policy, chat template, episode settings, tools.
+
+``research``, ``eval``, training and the verl agent loop all take their episodes from here, so a model
+meets the same system turn, template and limits in each, and scores the same in each. Two choices are
+made once, here:
+
+- the system turn: the paper's instructions and tool schemas, or the one-line turn of a model trained
+  with ``train.compact_prompt`` (a model trained on one cannot follow the other);
+- the decoding: ``train`` samples at ``agent.temperature``; ``eval`` (evaluation and ``research``) at
+  ``eval.temperature`` (0: greedy), as the quickstart's held-out evaluation does.
+
+Either way the episode's context budget is bounded by the policy's own window.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+from deepresearcher.agent.loop import EventCallback, RolloutEngine
+from deepresearcher.agent.template import ChatTemplate
+from deepresearcher.agent.trajectory import Trajectory
+from deepresearcher.config import AgentConfig, Config
+from deepresearcher.generate.base import Generator
+
+logger = logging.getLogger(__name__)
+
+Decoding = Literal["train", "eval"]
+
+COMPACT_SYSTEM_PROMPT = "Research the question with web_search and browse_webpage, then answer."
+"""The system turn of ``train.compact_prompt``: a from-scratch model learns the protocol from SFT, not from
+instructions, and a one-line turn keeps every episode several hundred tokens shorter."""
+
+
+def make_template(tokenizer: Any, config: Config) -> ChatTemplate:
+    """The agent's chat template for ``tokenizer`` with the system turn ``config`` trains and evaluates with."""
+    from deepresearcher.agent.tools import TOOL_SCHEMAS
+
+    template = ChatTemplate(tokenizer, list(TOOL_SCHEMAS))
+    if config.train.compact_prompt:
+        template.system = COMPACT_SYSTEM_PROMPT
+    return template
+
+
+def episode_settings(config: Config, generator: Generator, decoding: Decoding) -> AgentConfig:
+    """``config.agent`` with the decoding's temperature and a context budget that fits the policy's window."""
+    update: dict[str, Any] = {}
+    if decoding == "eval":
+        update["temperature"] = config.eval.temperature
+    window = getattr(generator, "max_context", None)
+    if window and config.agent.context_budget > window:
+        logger.info("context budget %d lowered to the policy's window %d", config.agent.context_budget, window)
+        update["context_budget"] = window
+    return config.agent.model_copy(update=update)
+
+
+class AgentSession:
+    """A policy, its template and settings, and one toolbox per environment, ready to run episodes."""
+
+    def __init__(
+        self, config: Config, generator: Generator, tokenizer: Any, toolboxes: list[Any], *, decoding: Decoding
+    ) -> None:
+        self.config = config
+        self.generator = generator
+        self.tokenizer = tokenizer
+        self.toolboxes = toolboxes
+        self.decoding = decoding
+        self.template = make_template(tokenizer, config)
+        self.settings = episode_settings(config, generator, decoding)
+
+    def engine(
+        self, *, generator: Generator | None = None, toolbox: Any = None, on_event: EventCallback | None = None,
+        settings: AgentConfig | None = None,
+    ) -> RolloutEngine:
+        """A rollout engine of this session (another generator, e.g. a seeded view, or toolbox if given)."""
+        return RolloutEngine(generator or self.generator, toolbox or self.toolboxes[0], self.template,
+                             settings or self.settings, on_event=on_event)
+
+    async def run(self, tasks: Iterable[Any], *, toolbox: Any = None, on_event: EventCallback | None = None,
+                  settings: AgentConfig | None = None) -> list[Trajectory]:
+        """One episode per task, all concurrently, in task order; one failing generator cancels the rest."""
+        from deepresearcher.agent.loop import run_episodes
+
+        return await run_episodes(self.engine(toolbox=toolbox, on_event=on_event, settings=settings), tasks)
+
+
+@asynccontextmanager
+async def open_session(
+    config: Config, *, policy: tuple[Generator, Any] | None = None, decoding: Decoding = "eval"
+) -> AsyncIterator[AgentSession]:
+    """A session on ``config``'s policy (or ``policy``, a ``(generator, tokenizer)`` already built) and its
+    environment (``make_environment``); both are closed on exit."""
+    from deepresearcher.agent.tools import ToolBox
+    from deepresearcher.generate.factory import make_policy
+    from deepresearcher.web import make_environment
+
+    generator, tokenizer = policy if policy is not None else make_policy(config)
+    try:
+        async with make_environment(config) as env:
+            yield AgentSession(config, generator, tokenizer, [ToolBox(env, config)], decoding=decoding)
+    finally:
+        await generator.aclose()

@@ -1,0 +1,423 @@
+"""The one local generation engine: a causal LM on this machine behind an async ``generate``.
+
+Every local caller uses it: the policy in ``research`` and ``eval``, GRPO rollouts with the trainer's
+live weights, and the local reader/judge chat clients. One decode thread owns the model and a running
+batch, so the event loop never waits on a forward pass:
+
+- **continuous admission**: requests that arrive while the batch decodes join it at the next step
+  (prefilled together, left-padded, their KV cache merged into the running one), up to
+  ``max_batch_size`` rows; from idle the thread waits ``batch_wait_s`` so simultaneous requests share
+  the first prefill. Each row leaves the batch the step it finishes, so a short turn never waits for
+  a long one;
+- **KV cache across turns**: a request with ``SamplingParams.session`` whose prompt extends that
+  session's last prompt + sampled ids reuses its keys and values and encodes only the new tokens (an
+  episode's next turn encodes only the tool's observation). Kept sessions are bounded in bytes;
+- **sampling per row**: temperature, top-p, stop strings, ``max_tokens``; greedy rows (temperature 0)
+  take the argmax. Each row draws from its own random stream, seeded by the engine's seed, the request's
+  ``seed`` and ``session`` and its prompt length, so what a request samples does not depend on which
+  other requests happened to share its batch (admission follows the clock; the samples must not);
+- **context guard**: a prompt that does not fit the model's positions is refused with the setting to
+  change, and no row samples past them.
+
+Logprobs are ``log_softmax(logits / temperature)`` of the sampled token (before top-p), what the GRPO
+ratio compares against, since the trainer scores at the same temperature; greedy rows report the plain
+log-softmax.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deepresearcher.errors import GenerationError
+from deepresearcher.inference.sampling import GenerationResult, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+_STOP_TAIL_TOKENS = 12
+"""Sampled tokens decoded to look for a stop string: enough for the longest protocol tag."""
+
+
+@dataclass
+class _Prefix:
+    """A finished session's keys and values for ``ids``: one ``(keys, values)`` pair per layer, [heads, len, dim]."""
+
+    ids: list[int]
+    layers: list[tuple[Any, Any]]
+    nbytes: int
+
+
+@dataclass
+class _Row:
+    """One request in (or on its way into) the running batch."""
+
+    prompt: list[int]
+    params: SamplingParams
+    future: asyncio.Future[GenerationResult]
+    loop: asyncio.AbstractEventLoop
+    limit: int
+    rng: random.Random
+    sampled: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def deliver(self, result: GenerationResult | BaseException) -> None:
+        def settle() -> None:
+            if self.future.done():
+                return
+            if isinstance(result, BaseException):
+                self.future.set_exception(result)
+            else:
+                self.future.set_result(result)
+
+        try:
+            self.loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the caller's event loop is closed: nobody is waiting for this result
+            logger.debug("dropped a result for a closed event loop")
+
+
+@dataclass
+class _Batch:
+    """The running batch: rows, their KV cache, attention mask, next input token and position."""
+
+    rows: list[_Row]
+    cache: Any
+    attention: Any
+    tokens: Any
+    positions: Any
+
+
+class LocalEngine:
+    """A loaded causal LM behind the async ``Generator`` interface; safe for many concurrent callers."""
+
+    exact_tokens = True
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 16,
+        batch_wait_s: float = 0.005,
+        seed: int = 0,
+        kv_cache_bytes: int = 1 << 30,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.batch_wait_s = batch_wait_s
+        self.kv_cache_bytes = kv_cache_bytes
+        self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+        self.device = next(model.parameters()).device
+        self.seed = seed
+        self._unkeyed = itertools.count()  # streams of requests with neither seed nor session, in arrival order
+        eos = tokenizer.eos_token_id
+        self._eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
+        pad = tokenizer.pad_token_id
+        self._pad_id = pad if pad is not None else next(iter(self._eos_ids), 0)
+        self._pending: queue.SimpleQueue[_Row] = queue.SimpleQueue()
+        self._state = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._prefixes: dict[int, _Prefix] = {}
+        self._cached_bytes = 0
+        self.batches: list[int] = []
+        """Rows admitted by each prefill (one entry per admission), for tests and benchmarks."""
+        self.joined = 0
+        """Rows that joined a batch already decoding (continuous admission at work)."""
+        self.prefill_tokens = 0
+        """Prompt tokens encoded."""
+        self.reused_tokens = 0
+        """Prompt tokens whose keys and values came from a session's cache instead."""
+        self.sampled_tokens = 0
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> LocalEngine:
+        """A checkpoint directory (model + tokenizer), float32 on CPU or bfloat16 on a GPU."""
+        from deepresearcher.inference.loader import load_checkpoint
+
+        model, tokenizer = load_checkpoint(path)
+        return cls(model, tokenizer, **kwargs)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
+        if not prompt_ids:
+            raise GenerationError("generate() needs at least one prompt token.")
+        if self.max_context is not None and len(prompt_ids) >= self.max_context:
+            raise GenerationError(
+                f"The prompt has {len(prompt_ids)} tokens but the model holds {self.max_context}; "
+                f"set agent.context_budget <= {self.max_context}."
+            )
+        if self._closed:
+            raise GenerationError("generate() after aclose().")
+        loop = asyncio.get_running_loop()
+        room = (self.max_context - len(prompt_ids)) if self.max_context else params.max_tokens
+        row = _Row(prompt=list(prompt_ids), params=params, future=loop.create_future(), loop=loop,
+                   limit=max(1, min(params.max_tokens, room)), rng=self._stream(params, len(prompt_ids)))
+        with self._state:
+            self._pending.put(row)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._decode_loop, name="dr-engine", daemon=True)
+                self._thread.start()
+        return await row.future
+
+    def _stream(self, params: SamplingParams, prompt_tokens: int) -> random.Random:
+        """The request's own random stream: the same request (seed, session, turn) draws the same numbers."""
+        if params.seed is None and params.session is None:
+            return random.Random(f"{self.seed}/unkeyed/{next(self._unkeyed)}")
+        return random.Random(f"{self.seed}/{params.seed}/{params.session}/{prompt_tokens}")
+
+    async def aclose(self) -> None:
+        """Stop accepting requests and wait for the running ones to finish; kept sessions are dropped."""
+        self._closed = True
+        thread = self._thread
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
+        self._prefixes.clear()
+        self._cached_bytes = 0
+
+    # --- the decode thread -------------------------------------------------------------------------
+
+    def _take_pending(self, room: int) -> list[_Row]:
+        rows: list[_Row] = []
+        while len(rows) < room:
+            try:
+                row = self._pending.get_nowait()
+            except queue.Empty:
+                break
+            if not row.future.cancelled():
+                rows.append(row)
+        return rows
+
+    def _decode_loop(self) -> None:
+        import torch
+
+        batch: _Batch | None = None
+        newcomers: list[_Row] = []
+        time.sleep(self.batch_wait_s)  # from idle: let simultaneous requests share the first prefill
+        try:
+            with torch.inference_mode():
+                while True:
+                    active = len(batch.rows) if batch else 0
+                    newcomers = self._take_pending(self.max_batch_size - active)
+                    if newcomers:
+                        batch = self._admit(batch, newcomers)
+                    if batch is None or not batch.rows:
+                        with self._state:
+                            if self._pending.empty():
+                                self._thread = None
+                                return
+                        batch = None
+                        continue
+                    batch = self._step(batch)
+        except Exception as exc:  # a model failure fails every waiting request, loudly
+            logger.exception("local generation failed")
+            error = GenerationError(f"local generation failed: {exc!r}")
+            for row in (batch.rows if batch else []) + newcomers + self._take_pending(1 << 30):
+                row.deliver(error)  # rows already answered are skipped
+            with self._state:
+                self._thread = None
+
+    def _sample(self, logits: Any, rows: list[_Row]) -> tuple[Any, Any]:
+        """One token per row with its own temperature and top-p; the logprob of each under its temperature.
+
+        Draws by inverse CDF with one uniform from each row's own stream: exact, and far faster on the CPU
+        than ``torch.multinomial`` over a whole vocabulary. The vocabulary is sorted only when a row asks for
+        top-p.
+        """
+        import torch
+
+        logits = logits.float()
+        device = logits.device
+        temperature = torch.tensor([r.params.temperature for r in rows], device=device).unsqueeze(-1)
+        greedy = temperature.squeeze(-1) == 0
+        logp = torch.log_softmax(logits / torch.where(greedy.unsqueeze(-1), torch.ones_like(temperature), temperature), -1)
+        probs = logp.exp()
+        top_p = [r.params.top_p for r in rows]
+        order = None
+        if any(p < 1.0 for p in top_p):
+            probs, order = probs.sort(dim=-1, descending=True)
+            mass = torch.tensor(top_p, device=device).unsqueeze(-1)
+            probs = probs.masked_fill((probs.cumsum(-1) - probs) >= mass, 0.0)  # the nucleus keeps its first token
+        cdf = probs.cumsum(-1)
+        uniform = torch.tensor([[row.rng.random()] for row in rows], device=device, dtype=cdf.dtype) * cdf[:, -1:]
+        drawn = torch.searchsorted(cdf, uniform).clamp(max=cdf.shape[-1] - 1)
+        drawn = (order.gather(-1, drawn) if order is not None else drawn).squeeze(-1)
+        tokens = torch.where(greedy, logits.argmax(-1), drawn)
+        return tokens, logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+    def _record(self, batch: _Batch, tokens: Any, logprobs: Any) -> list[int]:
+        """Append each row's token; deliver finished rows (keeping their session); return the rows still running.
+
+        ``batch.cache`` holds the keys and values of every token fed so far, which for a finished row is its
+        prompt and all it sampled but the last token; ``batch.attention`` marks that row's columns.
+        """
+        keep = []
+        for i, (row, token, logprob) in enumerate(zip(batch.rows, tokens.tolist(), logprobs.tolist())):
+            row.sampled.append(token)
+            row.logprobs.append(logprob)
+            finish = self._finished(row)
+            if finish is None:
+                keep.append(i)
+                continue
+            self.sampled_tokens += len(row.sampled)
+            self._keep_prefix(row, batch, i)
+            row.deliver(GenerationResult(token_ids=row.sampled, logprobs=row.logprobs,
+                                         finish_reason=finish[0], stop_reason=finish[1]))  # type: ignore[arg-type]
+        return keep
+
+    def _admit(self, batch: _Batch | None, rows: list[_Row]) -> _Batch | None:
+        """Prefill newcomers together (each after its session's cached tokens) and merge them into the batch.
+
+        Layout per newcomer row: ``[pad][cached keys/values][pad][new tokens]``; positions count only the
+        row's own tokens, so the gaps change nothing.
+        """
+        import torch
+
+        self.batches.append(len(rows))
+        device = self.device
+        hits = [self._take_prefix(row) for row in rows]
+        cached = [len(hit.ids) if hit else 0 for hit in hits]
+        fresh = [row.prompt[c:] for row, c in zip(rows, cached, strict=True)]
+        width_cached, width = max(cached), max(len(f) for f in fresh)
+        ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long, device=device)
+        attention = torch.zeros((len(rows), width_cached + width), dtype=torch.long, device=device)
+        for i, (c, new) in enumerate(zip(cached, fresh, strict=True)):
+            ids[i, width - len(new) :] = torch.tensor(new, device=device)
+            attention[i, width_cached - c : width_cached] = 1
+            attention[i, width_cached + width - len(new) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, width_cached:]
+        self.prefill_tokens += sum(len(f) for f in fresh)
+        self.reused_tokens += sum(cached)
+        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions,
+                         past_key_values=self._cache_of(hits, cached, width_cached), use_cache=True, logits_to_keep=1)
+        tokens, logprobs = self._sample(out.logits[:, -1, :], rows)
+        fresh_batch = _Batch(rows=rows, cache=out.past_key_values, attention=attention, tokens=tokens,
+                             positions=positions[:, -1] + 1)
+        fresh_batch = self._select(fresh_batch, self._record(fresh_batch, tokens, logprobs))
+        if batch is None or not batch.rows:
+            return fresh_batch
+        if not fresh_batch.rows:
+            return batch
+        self.joined += len(fresh_batch.rows)
+        return self._merge(batch, fresh_batch)
+
+    def _step(self, batch: _Batch) -> _Batch:
+        """One decode step for every running row; finished rows leave, cache columns no row uses are trimmed."""
+        import torch
+
+        attention = torch.cat([batch.attention, batch.attention.new_ones((len(batch.rows), 1))], dim=1)
+        out = self.model(input_ids=batch.tokens.unsqueeze(-1), attention_mask=attention,
+                         position_ids=batch.positions.unsqueeze(-1), past_key_values=batch.cache, use_cache=True)
+        tokens, logprobs = self._sample(out.logits[:, -1, :], batch.rows)
+        stepped = _Batch(rows=batch.rows, cache=out.past_key_values, attention=attention, tokens=tokens,
+                         positions=batch.positions + 1)
+        stepped = self._select(stepped, self._record(stepped, tokens, logprobs))
+        used = stepped.attention.any(dim=0).nonzero()
+        start = int(used[0]) if stepped.rows and len(used) else 0
+        if start > 0:
+            stepped.attention = stepped.attention[:, start:]
+            for layer in stepped.cache.layers:
+                layer.keys, layer.values = layer.keys[:, :, start:], layer.values[:, :, start:]
+        return stepped
+
+    def _select(self, batch: _Batch, keep: list[int]) -> _Batch:
+        """The batch reduced to the rows ``keep`` (the still running ones), cache included."""
+        import torch
+
+        if len(keep) == len(batch.rows):
+            return batch
+        index = torch.tensor(keep, dtype=torch.long, device=self.device)
+        batch.cache.batch_select_indices(index)
+        return _Batch(rows=[batch.rows[i] for i in keep], cache=batch.cache, attention=batch.attention[index],
+                      tokens=batch.tokens[index], positions=batch.positions[index])
+
+    @staticmethod
+    def _merge(a: _Batch, b: _Batch) -> _Batch:
+        """Stack two batches; the shorter cache is left-padded with masked-out columns."""
+        import torch
+
+        length = max(a.attention.shape[1], b.attention.shape[1])
+
+        def pad(tensor: Any, dim: int) -> Any:
+            missing = length - tensor.shape[dim]
+            if missing == 0:
+                return tensor
+            shape = list(tensor.shape)
+            shape[dim] = missing
+            return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
+
+        for layer_a, layer_b in zip(a.cache.layers, b.cache.layers):
+            layer_a.keys = torch.cat([pad(layer_a.keys, 2), pad(layer_b.keys, 2)], dim=0)
+            layer_a.values = torch.cat([pad(layer_a.values, 2), pad(layer_b.values, 2)], dim=0)
+        return _Batch(
+            rows=a.rows + b.rows, cache=a.cache, attention=torch.cat([pad(a.attention, 1), pad(b.attention, 1)]),
+            tokens=torch.cat([a.tokens, b.tokens]), positions=torch.cat([a.positions, b.positions]),
+        )
+
+    def _finished(self, row: _Row) -> tuple[str, str | None] | None:
+        ids = row.sampled
+        if ids[-1] in self._eos_ids:
+            return ("stop", "eos")
+        if row.params.stop:
+            tail = self.tokenizer.decode(ids[-_STOP_TAIL_TOKENS:], skip_special_tokens=False)
+            for stop in row.params.stop:
+                if tail.endswith(stop):
+                    return ("stop", stop)
+        if len(ids) >= row.limit:
+            return ("length", None)
+        return None
+
+    # --- sessions: keys and values kept from one turn to the next -----------------------------------
+
+    def _take_prefix(self, row: _Row) -> _Prefix | None:
+        """The kept prefix of this row's session if its ids start the prompt (it is used up either way)."""
+        session = row.params.session
+        prefix = self._prefixes.pop(session, None) if session is not None else None
+        if prefix is None:
+            return None
+        self._cached_bytes -= prefix.nbytes
+        n = len(prefix.ids)
+        return prefix if n < len(row.prompt) and row.prompt[:n] == prefix.ids else None
+
+    def _keep_prefix(self, row: _Row, batch: _Batch, index: int) -> None:
+        """Copy a finished row's keys and values for its session's next turn, unless over the byte budget."""
+        session = row.params.session
+        if session is None or self._closed:
+            return
+        slots = batch.attention[index].nonzero().squeeze(1)
+        layers = batch.cache.layers
+        per_slot = sum(layer.keys[index, :, 0].nbytes + layer.values[index, :, 0].nbytes for layer in layers)
+        nbytes = per_slot * len(slots)
+        if self._cached_bytes + nbytes > self.kv_cache_bytes:  # sized before copying: no copy over budget
+            return
+        kept = [(layer.keys[index][:, slots].clone(), layer.values[index][:, slots].clone()) for layer in layers]
+        self._prefixes[session] = _Prefix(row.prompt + row.sampled[:-1], kept, nbytes)
+        self._cached_bytes += nbytes
+
+    def _cache_of(self, hits: list[_Prefix | None], cached: list[int], width: int) -> Any:
+        """A ``DynamicCache`` of the newcomers' kept keys and values, left-padded to ``width``; None if none."""
+        import torch
+        from transformers import DynamicCache
+
+        if width == 0:
+            return DynamicCache()
+        first = next(hit for hit in hits if hit)
+        layers = []
+        for layer in range(len(first.layers)):
+            first_keys = first.layers[layer][0]
+            heads, dim = first_keys.shape[0], first_keys.shape[2]
+            keys = torch.zeros((len(hits), heads, width, dim), dtype=first_keys.dtype, device=self.device)
+            values = torch.zeros_like(keys)
+            for i, (hit, c) in enumerate(zip(hits, cached, strict=True)):
+                if hit:
+                    keys[i, :, width - c :] = hit.layers[layer][0]
+                    values[i, :, width - c :] = hit.layers[layer][1]
+            layers.append((keys, values))
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)
