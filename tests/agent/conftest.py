@@ -22,10 +22,14 @@ def qwen_tokenizer(tokenizer_cache):
 
 
 @pytest.fixture(scope="session")
-def smollm2_tokenizer(tokenizer_cache):
-    from deepresearcher.inference.embedded import load_smollm2_tokenizer
+def smollm2_tokenizer():
+    """The embedded SmolLM2's tokenizer, from the one converted checkpoint of this test session's cache."""
+    from transformers import AutoTokenizer
 
-    return load_smollm2_tokenizer(tokenizer_cache)
+    from deepresearcher.config import Config
+    from deepresearcher.inference.embedded import smollm2_checkpoint
+
+    return AutoTokenizer.from_pretrained(str(smollm2_checkpoint(Config().resolved_cache_dir())))
 
 
 @pytest.fixture(params=["qwen2.5", "smollm2"])
