@@ -167,7 +167,7 @@ class OpenAIHttpClient:
         self.counts.failures += 1
         assert last is not None
         raise type(last)(
-            f"{last} (gave up after {limits.max_retries} retries; raise max_retries or check the server)"
+            f"{last} (gave up after {limits.max_retries} retries; check the server, or allow more retries)"
         ) from last
 
     async def _attempt(self, method: str, url: str, data: bytes | None) -> Any:
