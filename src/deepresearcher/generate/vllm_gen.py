@@ -14,9 +14,10 @@ import random
 from typing import Any
 
 from deepresearcher.errors import GenerationError, MissingDependencyError
-from deepresearcher.generate._http import JsonClient
 from deepresearcher.generate.base import GenerationResult, SamplingParams
 from deepresearcher.generate.batching import BatchingGenerator, Request
+from deepresearcher.generate.openai_gen import POLICY_LIMITS, PolicyServer
+from deepresearcher.inference.http import HttpLimits
 
 VLLM_EXTRA = "pip install vllm  (on a CUDA machine; it brings its own torch)"
 
@@ -38,18 +39,18 @@ def _token_ids_from_logprobs(tokens: list[str]) -> list[int]:
 
 
 class VLLMServerGenerator:
-    """A vLLM OpenAI-compatible server; token ids in, token ids and logprobs out."""
+    """A vLLM OpenAI-compatible server; token ids in, token ids and logprobs out. Transient failures
+    (503 while the server is busy or reloading weights, timeouts) are retried as ``limits`` says."""
 
     exact_tokens = True
 
     def __init__(self, base_url: str, model: str | None = None, *, api_key_env: str | None = None,
-                 timeout_s: float = 600.0) -> None:
-        self.model = model
-        self._http = JsonClient(base_url, api_key_env=api_key_env, timeout_s=timeout_s)
+                 limits: HttpLimits = POLICY_LIMITS) -> None:
+        self.server = PolicyServer(base_url, model, api_key_env=api_key_env, limits=limits)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         payload = {
-            "model": self.model or await self._resolve_model(),
+            "model": await self.server.model_name(),
             "prompt": prompt_ids,
             "max_tokens": params.max_tokens,
             "temperature": params.temperature,
@@ -61,24 +62,20 @@ class VLLMServerGenerator:
             "return_tokens_as_token_ids": True,
             "seed": params.seed,
         }
-        body = await self._http.request("POST", "/completions", payload)
+        body = await self.server.post("/completions", payload)
         try:
             choice = body["choices"][0]
             logprobs = choice["logprobs"]
             ids = _token_ids_from_logprobs(logprobs["tokens"])
             values = [float(v if v is not None else 0.0) for v in logprobs["token_logprobs"]]
         except (KeyError, IndexError, TypeError) as exc:
-            raise GenerationError(f"Server {self._http.base_url} answered an unexpected body: {str(body)[:300]}") from exc
+            raise self.server.unexpected(body) from exc
         finish, stop = _finish(choice.get("finish_reason"), choice.get("stop_reason"))
         return GenerationResult(token_ids=ids, logprobs=values, finish_reason=finish, stop_reason=stop,
                                 text=choice.get("text"))
 
-    async def _resolve_model(self) -> str:
-        self.model = await self._http.first_model()
-        return self.model
-
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self.server.aclose()
 
 
 class VLLMEngineGenerator:

@@ -1,9 +1,15 @@
-"""A real OpenAI-compatible chat server on loopback, scriptable to answer like a reader (or fail).
+"""A real OpenAI-compatible server on loopback, scriptable to answer like a reader or a policy (or fail).
 
-Tests and benchmarks of the LLM clients and the LLM reader talk to it over real HTTP, so retries,
-timeouts and parsing are exercised without a GPU or the internet. Each ``POST /v1/chat/completions``
-takes the next :class:`Reply` from the script; once the script is used up, the ``responder`` answers
-(by default :func:`keyword_reader`, which extracts sentences holding the question's names).
+Tests and benchmarks of the LLM clients, the LLM reader and the server policies talk to it over real
+HTTP, so retries, timeouts and parsing are exercised without a GPU or the internet. Each
+``POST /v1/chat/completions`` or ``POST /v1/completions`` takes the next :class:`Reply` from the script;
+once the script is used up, the ``responder`` answers (for a reader, :func:`keyword_reader` extracts
+sentences holding the question's names). ``GET /v1/models`` lists one model, ``emulator``.
+
+``/v1/completions`` speaks vLLM's dialect: a prompt of token ids is accepted, and with
+``return_tokens_as_token_ids`` and ``logprobs`` each sampled token comes back as ``token_id:<id>`` (the
+reply text encoded with the emulator's ``tokenizer``). The matched stop string is kept in the text only
+when ``include_stop_str_in_output`` asks for it, as vLLM and OpenAI do.
 
 Example::
 
@@ -69,13 +75,21 @@ def keyword_reader(keywords: Iterable[str]) -> Callable[[dict[str, Any]], Reply]
 
 
 class OpenAIEmulator:
-    """The server; ``requests`` and ``headers`` record every request received, in order."""
+    """The server; ``requests`` and ``headers`` record every completion request received, in order.
+
+    ``tokenizer`` (anything called as ``tokenizer(text, add_special_tokens=False)["input_ids"]``) is needed
+    only to answer completions with token ids.
+    """
 
     def __init__(
-        self, script: Iterable[Reply] = (), responder: Callable[[dict[str, Any]], Reply] | None = None
+        self,
+        script: Iterable[Reply] = (),
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        tokenizer: Any = None,
     ) -> None:
         self.script: deque[Reply] = deque(script)
         self.responder = responder or (lambda body: Reply(text=STOP))
+        self.tokenizer = tokenizer
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
@@ -85,9 +99,15 @@ class OpenAIEmulator:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/v1/models", self._models)
         return app
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"object": "list", "data": [{"id": "emulator", "object": "model"}]})
+
+    async def _next_reply(self, request: web.Request) -> tuple[dict[str, Any], Reply]:
+        """Record the request, take its scripted reply and wait the reply's delay."""
         body = await request.json()
         self.requests.append(body)
         self.headers.append(dict(request.headers))
@@ -99,10 +119,35 @@ class OpenAIEmulator:
                 await asyncio.sleep(reply.delay_s)
         finally:
             self.in_flight -= 1
+        return body, reply
+
+    @staticmethod
+    def _error(reply: Reply) -> web.StreamResponse:
+        headers = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else {}
+        return web.json_response({"error": {"message": f"scripted {reply.status}"}}, status=reply.status,
+                                 headers=headers)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body, reply = await self._next_reply(request)
         if reply.status != 200:
-            headers = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else {}
-            return web.json_response({"error": {"message": f"scripted {reply.status}"}}, status=reply.status,
-                                     headers=headers)
+            return self._error(reply)
+        text = reply.text
+        stop = next((s for s in body.get("stop") or [] if text.endswith(s)), None)
+        if stop and not body.get("include_stop_str_in_output"):
+            text = text[: -len(stop)]
+        choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": "stop", "stop_reason": stop}
+        if body.get("return_tokens_as_token_ids") and body.get("logprobs") is not None:
+            if self.tokenizer is None:
+                return web.json_response({"error": {"message": "the emulator has no tokenizer"}}, status=500)
+            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            choice["logprobs"] = {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)}
+        return web.json_response({"id": f"cmpl-{len(self.requests)}", "object": "text_completion",
+                                  "model": body.get("model", "emulator"), "choices": [choice]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body, reply = await self._next_reply(request)
+        if reply.status != 200:
+            return self._error(reply)
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         return web.json_response({
             "id": f"chatcmpl-{len(self.requests)}",

@@ -4,11 +4,11 @@
 and is one itself. Each call goes through, in order:
 
 1. the circuit breaker: while open, the call fails at once with ``BackendUnavailableError``;
-2. a concurrency cap (semaphore) and a token bucket (sustained rate plus burst);
+2. a concurrency cap (semaphore) and a token bucket (sustained rate plus burst: ``retry.RateLimiter``);
 3. a per-attempt timeout;
 4. retries on 429, 5xx, timeouts and network errors, with exponential backoff and full jitter, waiting
-   what a 429's ``Retry-After`` asks for (capped by ``max_backoff_s``). A ``BadResponseError`` is not
-   retried: the same request would get the same answer.
+   what a 429's ``Retry-After`` asks for (capped by ``max_backoff_s``): ``retry.backoff_delay``, as the model
+   HTTP client does. A ``BadResponseError`` is not retried: the same request would get the same answer.
 
 The breaker opens after ``breaker_failures`` consecutive failed attempts (429s do not count: a rate-limited
 backend is up), stays open ``breaker_reset_s``, then lets one trial call through (half-open): success
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from deepresearcher.errors import BackendUnavailableError, BadResponseError, RateLimitedError
+from deepresearcher.retry import RateLimiter, backoff_delay
 from deepresearcher.web.types import SearchHit
 
 if TYPE_CHECKING:
@@ -63,28 +63,6 @@ class ResiliencePolicy:
             breaker_failures=settings.breaker_failures,
             breaker_reset_s=settings.breaker_reset_s,
         )
-
-
-class TokenBucket:
-    """``rate`` tokens per second, at most ``burst`` saved up; ``acquire`` waits for one."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self._tokens = float(burst)
-        self._stamp = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        async with self._lock:  # FIFO: waiters are served in arrival order
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-                self._stamp = now
-                if self._tokens >= 1.0:
-                    self._tokens -= 1.0
-                    return
-                await asyncio.sleep((1.0 - self._tokens) / self.rate)
 
 
 class CircuitBreaker:
@@ -146,13 +124,9 @@ class ResilientBackend:
         self.policy = policy or ResiliencePolicy()
         self.breaker = CircuitBreaker(self.name, self.policy.breaker_failures, self.policy.breaker_reset_s)
         self._slots = asyncio.Semaphore(self.policy.concurrency)
-        self._bucket = TokenBucket(self.policy.rate_per_s, self.policy.burst)
+        self._bucket = RateLimiter(self.policy.rate_per_s, self.policy.burst)
         self.attempts = 0
         self.retried = 0
-
-    def _backoff(self, attempt: int) -> float:
-        """Full jitter: uniform in [0, backoff * 2^attempt], capped."""
-        return random.uniform(0.0, min(self.policy.max_backoff_s, self.policy.backoff_s * 2**attempt))
 
     async def _attempt(self, query: str, top_k: int) -> list[SearchHit]:
         async with self._slots:
@@ -183,12 +157,10 @@ class ResilientBackend:
             except RateLimitedError as exc:
                 if trial:
                     self.breaker.success()
-                last = exc
-                delay = exc.retry_after if exc.retry_after is not None else self._backoff(attempt)
+                last, retry_after = exc, exc.retry_after
             except BackendUnavailableError as exc:
                 self.breaker.failure()
-                last = exc
-                delay = self._backoff(attempt)
+                last, retry_after = exc, None
             except BaseException:
                 if trial:
                     self.breaker.abort_trial()  # not a verdict on the backend (bad key, cancelled call)
@@ -198,7 +170,7 @@ class ResilientBackend:
                 return hits
             if attempt == self.policy.retries:
                 break
-            delay = min(delay, self.policy.max_backoff_s)
+            delay = backoff_delay(attempt, self.policy.backoff_s, self.policy.max_backoff_s, retry_after)
             self.retried += 1
             logger.info("%s: %s; retry %d in %.2fs", self.name, type(last).__name__, attempt + 1, delay)
             await asyncio.sleep(delay)

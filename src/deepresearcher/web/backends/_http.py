@@ -19,14 +19,13 @@ import html
 import logging
 import os
 import re
-import time
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
 import orjson
 
 from deepresearcher.errors import BackendUnavailableError, BadResponseError, ConfigError, RateLimitedError
+from deepresearcher.retry import parse_retry_after
 
 logger = logging.getLogger(__name__)
 
@@ -51,21 +50,6 @@ def clean_snippet(text: Any) -> str:
     if not isinstance(text, str):
         return ""
     return _WS.sub(" ", html.unescape(_TAG.sub("", text))).strip()
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header: a number of seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 class JsonHttp:
