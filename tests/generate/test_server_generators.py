@@ -140,7 +140,7 @@ class NoteToolBox:
 
 @pytest.fixture(scope="module")
 def qwen_tokenizer(tmp_path_factory):
-    from deepresearcher.generate.embedded import load_qwen25_tokenizer
+    from deepresearcher.inference.embedded import load_qwen25_tokenizer
 
     return load_qwen25_tokenizer(tmp_path_factory.mktemp("tokenizers"))
 
