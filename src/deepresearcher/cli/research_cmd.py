@@ -109,12 +109,15 @@ class TraceDisplay:
         self.console.print(Panel("\n".join(lines), title="Answer", expand=False), highlight=False)
 
 
-async def run_research(question: str, cfg: Any, on_event: Any = None) -> Any:
-    """Run one episode as evaluation would run it (same session: policy, prompt, template, decoding)."""
+async def run_research(question: str, cfg: Any, on_event: Any = None, policy: tuple[Any, Any] | None = None) -> Any:
+    """Run one episode as evaluation would run it (same session: policy, prompt, template, decoding).
+
+    ``policy``: a ``(generator, tokenizer)`` to use instead of building ``agent.policy``; it is closed at the end.
+    """
     from deepresearcher.agent.loop import RolloutTask
     from deepresearcher.agent.session import open_session
 
-    async with open_session(cfg, decoding="eval") as session:
+    async with open_session(cfg, policy=policy, decoding="eval") as session:
         [trajectory] = await session.run([RolloutTask(question=question)], on_event=on_event)
     return trajectory
 
