@@ -42,9 +42,9 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert metrics["average"]["judge"] == pytest.approx(0.5)
     for number in metrics["results"]:
         assert {"metric", "value", "search_backend", "top_k", "reader", "judge_model", "date", "config_hash"} <= set(number)
-    used = load_config(out / "config.yaml")  # the resolved config of the eval (agent.temperature = eval's)
-    assert metrics["meta"]["config_hash"] == used.config_hash() != cfg.config_hash()
-    assert used.agent.temperature == 0.0 and metrics["meta"]["judge_model"] == "judge-emu"
+    used = load_config(out / "config.yaml")  # the resolved config of the eval; the session decodes at eval.temperature
+    assert metrics["meta"]["config_hash"] == used.config_hash() == cfg.config_hash()
+    assert metrics["meta"]["temperature"] == used.eval.temperature == 0.0 and metrics["meta"]["judge_model"] == "judge-emu"
     md = (out / "report.md").read_text()
     assert "| nq | 2 | 50.0 | 83.3 | 50.0 | 100.0 |" in md and "**average**" in md
     assert "judge-emu" in md and used.config_hash() in md and "top-k 10" in md and "extractive" in md
