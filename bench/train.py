@@ -82,9 +82,9 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from deepresearcher.train.grpo import train_grpo
+    from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.quickstart import tokenizer_corpus
-    from deepresearcher.train.rollout import WorldRollouts, score_trajectory, task_dict
+    from deepresearcher.train.rollout import WorldRollouts, task_dict
     from deepresearcher.train.run_dir import read_metrics
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
     from deepresearcher.web.local_world import ensure_world
@@ -113,8 +113,7 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
             rollout_s = time.perf_counter() - start
             model.train()
             train_s, train_tokens = _raw_step(model, ref, trajectories, micro_batch, tokenizer.pad_token_id)
-            result = train_grpo(config, model_dir, tasks, rollouts.collect,
-                                lambda t, task: score_trajectory(t, task, config), show_progress=False)
+            result = run_grpo(config, model=model_dir, rollouts=rollouts, tasks=tasks, show_progress=False)
         finally:
             rollouts.close()
         metrics = read_metrics(result.run_dir / "metrics.jsonl")

@@ -58,36 +58,18 @@ def train(
 
     Without --model and train.model, it continues from runs/<run_name>/sft_model (the quickstart's SFT).
     """
-    from deepresearcher.errors import ConfigError
     from deepresearcher.train.grpo import plan
 
     cfg = _load(config, overrides, model)
     console.print_json(json.dumps(plan(cfg)))
     if dry_run:
         return
-    if cfg.train.model is None:
-        warm = cfg.train.runs_dir / cfg.train.run_name / "sft_model"
-        if not (warm / "config.json").is_file():
-            raise ConfigError(f"train.model is not set and {warm} does not exist; pass --model PATH (a checkpoint "
-                              "directory), --model smollm2-135m, or run `deepresearcher quickstart` first.")
-        cfg.train.model = str(warm)
     _quiet_libraries()
-    from deepresearcher.train.grpo import train_grpo
-    from deepresearcher.inference.loader import resolve_checkpoint
-    from deepresearcher.train.rollout import WorldRollouts, score_trajectory
-    from deepresearcher.train.tasks import task_sets
-
-    policy = resolve_checkpoint(cfg.train.model, cfg.resolved_cache_dir())
-    sets = task_sets(cfg)
-    rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
-    try:
-        result = train_grpo(cfg, policy, sets.grpo, rollouts.collect, lambda t, task: score_trajectory(t, task, cfg),
-                            resume=resume)
-    finally:
-        rollouts.close()
+    from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.report import write_report
     from deepresearcher.train.run_dir import RunDir
 
+    result = run_grpo(cfg, resume=resume)
     report = write_report(RunDir(result.run_dir), title=f"GRPO run {cfg.train.run_name}")
     console.print(f"Trained {result.steps} steps in {result.seconds:.0f}s; model in {result.model_dir}; report {report}")
 
@@ -100,32 +82,15 @@ def sft(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; train nothing."),
 ) -> None:
     """SFT warm start on the scripted oracle's trajectories in the synthetic world."""
-    from deepresearcher.errors import ConfigError
-
     cfg = _load(config, overrides, model)
     out = out or cfg.train.runs_dir / cfg.train.run_name / "sft_model"
     console.print_json(json.dumps({"model": cfg.train.model, "out": str(out), **cfg.train.sft.model_dump(mode="json")}))
     if dry_run:
         return
-    if cfg.train.model is None:
-        raise ConfigError("sft needs a model to start from: pass --model PATH or smollm2-135m (the quickstart makes one).")
     _quiet_libraries()
-    from transformers import AutoTokenizer
+    from deepresearcher.train.pipeline import run_sft
 
-    from deepresearcher.inference.loader import resolve_checkpoint
-    from deepresearcher.train.rollout import WorldRollouts
-    from deepresearcher.train.sft import train_sft
-    from deepresearcher.train.tasks import task_sets
-
-    policy = resolve_checkpoint(cfg.train.model, cfg.resolved_cache_dir())
-    sets = task_sets(cfg)
-    rollouts = WorldRollouts(cfg, seed=cfg.train.seed, world_dirs=sets.world_dirs)
-    try:
-        episodes = rollouts.oracle_episodes(sets.sft, cfg.train.sft.snippet_only_fraction, cfg.train.sft.seed)
-        data = rollouts.replay(sets.sft, episodes, AutoTokenizer.from_pretrained(str(policy)))
-    finally:
-        rollouts.close()
-    result = train_sft(policy, data, cfg.train.sft, out)
+    result = run_sft(cfg, out=out)
     console.print(f"SFT: {result.steps} steps, loss {result.final_loss:.3f}, {result.tokens_per_second:.0f} tokens/s -> {out}")
 
 

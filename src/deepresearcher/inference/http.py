@@ -35,8 +35,18 @@ import aiohttp
 import orjson
 from typing_extensions import Self
 
-from deepresearcher.errors import BackendUnavailableError, BadResponseError, ConfigError, RateLimitedError
-from deepresearcher.retry import RETRYABLE_STATUS, RateLimiter, backoff_delay, parse_retry_after
+from deepresearcher.errors import (
+    BackendUnavailableError,
+    BadResponseError,
+    ConfigError,
+    RateLimitedError,
+)
+from deepresearcher.retry import (
+    RETRYABLE_STATUS,
+    RateLimiter,
+    backoff_delay,
+    parse_retry_after,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -115,7 +115,7 @@ def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: lis
 
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
-    from deepresearcher.train.grpo import train_grpo
+    from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
     from deepresearcher.train.report import write_report
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
@@ -156,7 +156,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(base))
-        sft_data = rollouts.replay(sft_tasks, episodes, tokenizer)
+        sft_data = sft_demonstrations(config, rollouts, sft_tasks, tokenizer, episodes)
         oracle_scores = [score_trajectory(t, task, config) for t, task in zip(sft_data, sft_tasks, strict=True)]
         oracle_f1 = sum(s["f1"] for s in oracle_scores) / len(oracle_scores)
         tokens = sum(len(t.all_ids) for t in sft_data) / len(sft_data)
@@ -180,10 +180,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
         after_grpo = None
         if cfg.max_steps:
-            result = train_grpo(
-                config, sft_dir, sets.grpo, rollouts.collect,
-                lambda t, task: score_trajectory(t, task, config),
-            )
+            result = run_grpo(config, model=sft_dir, rollouts=rollouts, tasks=sets.grpo)
             lap("grpo")
 
             after_grpo = evaluate(result.model_dir, test_tasks, rollouts, config)
