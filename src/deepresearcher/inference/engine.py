@@ -27,6 +27,7 @@ log-softmax.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import queue
@@ -115,6 +116,9 @@ class LocalEngine:
         self.batch_wait_s = batch_wait_s
         self.kv_cache_bytes = kv_cache_bytes
         self.max_context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+        # transformers 5.2x renamed the forward's ``past_key_values`` to ``cache``; older releases know only the first.
+        forward = inspect.signature(model.forward).parameters if callable(getattr(model, "forward", None)) else {}
+        self._cache_arg = "cache" if "cache" in forward else "past_key_values"
         self.device = next(model.parameters()).device
         self.seed = seed
         self._unkeyed = itertools.count()  # streams of requests with neither seed nor session, in arrival order
@@ -295,8 +299,8 @@ class LocalEngine:
         positions = (attention.cumsum(-1) - 1).clamp(min=0)[:, width_cached:]
         self.prefill_tokens += sum(len(f) for f in fresh)
         self.reused_tokens += sum(cached)
-        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                         past_key_values=self._cache_of(hits, cached, width_cached), use_cache=True, logits_to_keep=1)
+        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                         logits_to_keep=1, **{self._cache_arg: self._cache_of(hits, cached, width_cached)})
         tokens, logprobs = self._sample(out.logits[:, -1, :], rows)
         fresh_batch = _Batch(rows=rows, cache=out.past_key_values, attention=attention, tokens=tokens,
                              positions=positions[:, -1] + 1)
@@ -314,7 +318,7 @@ class LocalEngine:
 
         attention = torch.cat([batch.attention, batch.attention.new_ones((len(batch.rows), 1))], dim=1)
         out = self.model(input_ids=batch.tokens.unsqueeze(-1), attention_mask=attention,
-                         position_ids=batch.positions.unsqueeze(-1), past_key_values=batch.cache, use_cache=True)
+                         position_ids=batch.positions.unsqueeze(-1), use_cache=True, **{self._cache_arg: batch.cache})
         tokens, logprobs = self._sample(out.logits[:, -1, :], batch.rows)
         stepped = _Batch(rows=batch.rows, cache=out.past_key_values, attention=attention, tokens=tokens,
                          positions=batch.positions + 1)
