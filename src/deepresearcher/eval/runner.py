@@ -207,34 +207,24 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
 
 
 async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
-    """The scored record of one rollout: metrics, format check, judge verdict, reward."""
-    from deepresearcher.reward import (
-        answer_metrics,
-        check_format,
-        is_unanswerable,
-        score,
-    )
+    """The scored record of one rollout: ``reward.score_rollout``'s reward and metrics, plus the judge's verdict."""
+    from deepresearcher.reward import score_rollout
 
-    texts = [turn.text for turn in trajectory.turns]
-    check = check_format(texts)
-    answer = trajectory.answer
-    phrases = config.reward.unanswerable_phrases
-    unanswerable = task.metadata.get("answerable") is False or is_unanswerable(task.golds, phrases)
-    metrics = answer_metrics(answer, task.golds, unanswerable=unanswerable, phrases=phrases)
+    scored = score_rollout(trajectory, task.golds, answerable=task.metadata.get("answerable"), config=config.reward)
     verdict: dict[str, Any] | None = None
     if judge is not None:
-        if unanswerable:
-            verdict = {"correct": bool(metrics["em"]), "by": "unanswerable", "reply": ""}
+        if scored.unanswerable:
+            verdict = {"correct": bool(scored.metrics["em"]), "by": "unanswerable", "reply": ""}
         else:
-            verdict = (await judge.judge(task.question, answer, task.golds)).to_dict()
+            verdict = (await judge.judge(task.question, scored.answer, task.golds)).to_dict()
     return {
-        **metrics,
+        **scored.metrics,
         "judge": None if verdict is None else float(verdict["correct"]),
         "judge_by": None if verdict is None else verdict["by"],
         "judge_reply": None if verdict is None else verdict["reply"],
-        "format_ok": check.ok,
-        "format_reason": check.reason,
-        "reward": score(answer, task.golds, check.ok, config=config.reward, unanswerable=unanswerable),
+        "format_ok": scored.format_ok,
+        "format_reason": scored.format_reason,
+        "reward": scored.reward,
     }
 
 
