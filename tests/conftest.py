@@ -54,3 +54,38 @@ def world_config(small_world: Path, tmp_path: Path):
     from deepresearcher.config import load_config
 
     return load_config(overrides=[f"world.dir={small_world}", "world.size=small", f"cache_dir={tmp_path / 'cache'}"])
+
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "deepresearcher"
+"""The original DeepResearcher code beside the repository (read-only, see its PROVENANCE.md)."""
+
+
+@pytest.fixture(scope="session")
+def reference_functions():
+    """A loader of the original DeepResearcher files' functions and constants; skips when the files are absent.
+
+    ``reference_functions("evaluate/cacluate_metrics.py")`` runs only the file's standard-library imports,
+    function definitions and top-level constants (its script part and API clients stay unrun) and returns
+    them as a namespace, so tests can compare our code with the original on the same inputs.
+    """
+    import ast
+    import sys
+    import types
+
+    def load(relative: str) -> types.SimpleNamespace:
+        path = REFERENCE_DIR / relative
+        if not path.is_file():
+            pytest.skip(f"the original DeepResearcher code is not at {path}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stdlib = set(sys.stdlib_module_names)
+        keep = [
+            node for node in tree.body
+            if isinstance(node, ast.FunctionDef)
+            or (isinstance(node, ast.Import) and all(a.name.split(".")[0] in stdlib for a in node.names))
+            or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant))
+        ]
+        namespace: dict[str, object] = {}
+        exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+        return types.SimpleNamespace(**{k: v for k, v in namespace.items() if not k.startswith("__")})
+
+    return load
