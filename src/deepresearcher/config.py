@@ -479,6 +479,11 @@ class EvalConfig(Section):
         description="The judge model (any chat client; e.g. kind openai with a served model). Null: no model "
         "judge, and the judge column is left empty.",
     )
+    judge_prompt: Literal["deepresearcher", "rearter"] = Field(
+        "deepresearcher",
+        description="The judge's prompt: `deepresearcher` (the paper's MBE prompt: JSON rationale and judgement, "
+        "temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0).",
+    )
 
 
 class Config(Section):

@@ -194,6 +194,7 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
         "top_k": config.search.top_k,
         "reader": config.browse.reader + (f" ({config.reader_llm.kind})" if config.browse.reader == "llm" else ""),
         "judge_model": (judge.model or judge.kind) if judge else None,
+        "judge_prompt": config.eval.judge_prompt if judge else None,
         "samples": config.eval.samples,
         "temperature": config.eval.temperature,
         "seed": config.eval.seed,
@@ -284,7 +285,8 @@ def _make_judge(config: Config, judge_config: LLMClientConfig) -> Any:
         from deepresearcher.web.cache import WebCache
 
         cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
-    return Judge(make_chat_client(judge_config), cache=cache, model_name=judge_config.model or judge_config.kind)
+    return Judge(make_chat_client(judge_config), cache=cache, model_name=judge_config.model or judge_config.kind,
+                 prompt=config.eval.judge_prompt)
 
 
 async def _run_pending(
