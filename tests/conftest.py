@@ -61,7 +61,20 @@ REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "referen
 
 
 @pytest.fixture(scope="session")
-def reference_functions():
+def reference_path():
+    """``reference_path("evaluate/cacluate_metrics.py")``: a file of the original code; skips the test when absent."""
+
+    def find(relative: str) -> Path:
+        path = REFERENCE_DIR / relative
+        if not path.is_file():
+            pytest.skip(f"the original DeepResearcher code is not at {path}")
+        return path
+
+    return find
+
+
+@pytest.fixture(scope="session")
+def reference_functions(reference_path):
     """A loader of the original DeepResearcher files' functions and constants; skips when the files are absent.
 
     ``reference_functions("evaluate/cacluate_metrics.py")`` runs only the file's standard-library imports,
@@ -73,9 +86,7 @@ def reference_functions():
     import types
 
     def load(relative: str) -> types.SimpleNamespace:
-        path = REFERENCE_DIR / relative
-        if not path.is_file():
-            pytest.skip(f"the original DeepResearcher code is not at {path}")
+        path = reference_path(relative)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         stdlib = set(sys.stdlib_module_names)
         keep = [
