@@ -13,6 +13,7 @@ from deepresearcher.reward import (
     deepresearcher_f1,
     f1_score,
     score,
+    score_rollout,
     squad_f1,
     tags_balanced,
 )
@@ -78,6 +79,20 @@ def test_gate_and_first_answer_equal_the_originals(reference_functions, text: st
         assert answer is None and reason
     else:
         assert deepresearcher_f1(answer, golds) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text", [t for t in TEXTS if t.startswith("<think>")])
+def test_rollout_reward_equals_the_original_training_reward(reference_functions, text: str) -> None:
+    """With ``reward.metric: deepresearcher_f1`` a rollout (its turns after the prefilled ``<think>``) earns the
+    original's reward for the same response text: its F1, or −1 when its gate fails."""
+    from types import SimpleNamespace
+
+    original = reference_functions("verl/utils/reward_score/format_and_f1.py")
+    golds = ["Paris", "Jean Paul"]
+    rollout = SimpleNamespace(turns=[SimpleNamespace(text=text[len("<think>"):])])
+    scored = score_rollout(rollout, golds, config=RewardConfig(metric="deepresearcher_f1"))
+    assert scored.reward == pytest.approx(original.compute_score(text, ANSWER_SPLIT.join(golds)))
+    assert scored.metrics["deepresearcher_f1"] == max(scored.reward, 0.0)
 
 
 def test_the_evaluation_script_normalizes_as_the_training_reward(reference_functions) -> None:

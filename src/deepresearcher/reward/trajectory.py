@@ -30,6 +30,7 @@ THINK_PREFILL = "<think>"
 """What the agent's chat template writes after the assistant's opening (``agent.template.THINK_OPEN``)."""
 
 _DR_METRIC = "deepresearcher_f1"
+_DEFAULT_CONFIG = RewardConfig()
 
 
 class _Turn(Protocol):
@@ -67,7 +68,7 @@ def score_rollout(
     ``answerable=False`` marks a task without an answer; otherwise a task is unanswerable when its golds
     are all "cannot find" phrasings (``outcome.is_unanswerable``).
     """
-    config = config or RewardConfig()
+    config = config or _DEFAULT_CONFIG
     texts = [prefill + turn.text for turn in rollout.turns]
     phrases = config.unanswerable_phrases
     unanswerable = answerable is False or is_unanswerable(golds, phrases)
