@@ -76,3 +76,48 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     spec = TinyModelConfig(vocab_size=400, hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
                            intermediate_size=64, max_positions=2048)
     return build_tiny_checkpoint(TINY_CORPUS, out, spec)
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "deepresearcher"
+"""The original DeepResearcher code beside the repository (read-only, see its PROVENANCE.md)."""
+
+
+@pytest.fixture(scope="session")
+def reference_path():
+    """``reference_path("evaluate/cacluate_metrics.py")``: a file of the original code; skips the test when absent."""
+
+    def find(relative: str) -> Path:
+        path = REFERENCE_DIR / relative
+        if not path.is_file():
+            pytest.skip(f"the original DeepResearcher code is not at {path}")
+        return path
+
+    return find
+
+
+@pytest.fixture(scope="session")
+def reference_functions(reference_path):
+    """A loader of the original DeepResearcher files' functions and constants; skips when the files are absent.
+
+    ``reference_functions("evaluate/cacluate_metrics.py")`` runs only the file's standard-library imports,
+    function definitions and top-level constants (its script part and API clients stay unrun) and returns
+    them as a namespace, so tests can compare our code with the original on the same inputs.
+    """
+    import ast
+    import sys
+    import types
+
+    def load(relative: str) -> types.SimpleNamespace:
+        path = reference_path(relative)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        stdlib = set(sys.stdlib_module_names)
+        keep = [
+            node for node in tree.body
+            if isinstance(node, ast.FunctionDef)
+            or (isinstance(node, ast.Import) and all(a.name.split(".")[0] in stdlib for a in node.names))
+            or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant))
+        ]
+        namespace: dict[str, object] = {}
+        exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+        return types.SimpleNamespace(**{k: v for k, v in namespace.items() if not k.startswith("__")})
+
+    return load

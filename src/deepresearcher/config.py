@@ -99,8 +99,11 @@ class RewardConfig(Section):
     format_penalty: float = Field(
         -1.0, description="Reward of a rollout with a broken format or no answer (the paper: -1)."
     )
-    metric: Literal["f1", "em", "cover_em"] = Field(
-        "f1", description="Metric that is the reward of a well-formed answer, best over gold aliases."
+    metric: Literal["f1", "em", "cover_em", "squad_f1", "squad_em", "deepresearcher_f1"] = Field(
+        "f1",
+        description="Metric that is the reward of a well-formed answer, best over gold aliases: `f1`/`em`/"
+        "`cover_em` (SQuAD-style, Unicode folded), `squad_f1`/`squad_em` (the official SQuAD script), "
+        "`deepresearcher_f1` (the original's F1, with its tag-balance format gate instead of ours).",
     )
     unanswerable_phrases: list[str] = Field(
         default_factory=lambda: [
@@ -117,7 +120,8 @@ class RewardConfig(Section):
             "not enough information",
             "insufficient information",
         ],
-        description="Answers containing one of these (after normalization) are correct on an unanswerable task.",
+        description="An answer that is one of these as a whole (after normalization; a leading I/we and a "
+        "trailing it/the answer/one/that allowed) is correct on an unanswerable task.",
     )
 
 
@@ -474,6 +478,11 @@ class EvalConfig(Section):
         None,
         description="The judge model (any chat client; e.g. kind openai with a served model). Null: no model "
         "judge, and the judge column is left empty.",
+    )
+    judge_prompt: Literal["deepresearcher", "rearter"] = Field(
+        "deepresearcher",
+        description="The judge's prompt: `deepresearcher` (the paper's MBE prompt: JSON rationale and judgement, "
+        "temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0).",
     )
 
 

@@ -88,6 +88,26 @@ def test_mix_errors_say_what_to_change() -> None:
         make_mix({"nq": _pool("nq", 10)}, {"nq": 1, "hotpotqa": 3})
 
 
+def _dispatched_sources(init_file: Path) -> set[str]:
+    """The data_source names the original trainer sends to its F1 reward (the list beside "nq" in its dispatch)."""
+    import ast
+
+    for node in ast.walk(ast.parse(init_file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.List) and any(isinstance(e, ast.Constant) and e.value == "nq" for e in node.elts):
+            return {e.value for e in node.elts}
+    raise AssertionError(f"no dispatch list with 'nq' in {init_file}")
+
+
+def test_verl_parquet_spells_sources_as_the_original_trainer(reference_path, tmp_path: Path) -> None:
+    """Every QA source we write is one the original reward dispatch accepts (``Bamboogle``), and reads back canonical."""
+    init_file = reference_path("verl/utils/reward_score/__init__.py")
+    sources = ["nq", "tq", "hotpotqa", "2wiki", "musique", "bamboogle", "popqa"]
+    tasks = [QATask(id=f"{s}_1", source=s, question=f"{s}?", golds=["x"]) for s in sources]
+    written = pq.read_table(write_verl_parquet(tasks, tmp_path / "mix.parquet")).column("data_source").to_pylist()
+    assert "Bamboogle" in written and set(written) <= _dispatched_sources(init_file)
+    assert [t.source for t in load_file(tmp_path / "mix.parquet")] == sources
+
+
 def test_verl_parquet_round_trip(tmp_path: Path) -> None:
     """Tasks written in verl format read back with the same id, source, question, golds and split."""
     tasks = [

@@ -45,12 +45,12 @@ class CompletionsPolicy:
         answer = self.answers.get(question)
         if "<tool_response>" not in prompt:
             call = {"name": "web_search", "arguments": {"query": [question]}}
-            text = f"<think>I should search for this.</think>\n<tool_call>\n{json.dumps(call)}\n"
+            text = f"I should search for this.</think>\n<tool_call>\n{json.dumps(call)}\n"  # the prompt ends with <think>
         elif answer is None:
-            text = "<think>I keep looking.</think>\n<tool_call>\n" + json.dumps(
+            text = "I keep looking.</think>\n<tool_call>\n" + json.dumps(
                 {"name": "browse_webpage", "arguments": {"url_list": ["https://example.org/nile"]}}) + "\n"
         else:
-            text = f"<think>The pages say so.</think>\n<answer>{answer}</answer>"
+            text = f"The pages say so.</think>\n<answer>{answer}</answer>"
         return web.json_response({"choices": [{"index": 0, "text": text, "finish_reason": "stop"}]})
 
     @classmethod

@@ -1,11 +1,11 @@
-"""The LLM judge over real HTTP to the OpenAI-compatible emulator: exact matches, verdicts, cache, failures."""
+"""The LLM judge over real HTTP to the OpenAI-compatible emulator: both prompts, exact matches, verdicts, cache, failures."""
 
 from __future__ import annotations
 
 import pytest
 
 from deepresearcher.config import LLMClientConfig
-from deepresearcher.eval.judge import Judge, parse_verdict
+from deepresearcher.eval.judge import MBE_PROMPT, MBE_SYSTEM, Judge, parse_mbe, parse_verdict
 from deepresearcher.llm import make_chat_client
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 from deepresearcher.web.cache import WebCache
@@ -29,7 +29,7 @@ def test_parse_verdict_reads_the_first_decisive_word(reply, expected):
 async def test_exact_match_and_empty_answers_never_reach_the_model():
     """EM (after normalization, any alias) is correct without a call; no answer is incorrect without a call."""
     with OpenAIEmulator([Reply(text="False")]).running() as server:
-        judge = Judge(_client(server))
+        judge = Judge(_client(server), prompt="rearter")
         try:
             assert (await judge.judge("Capital of France?", "the PARIS.", ["City of Paris", "Paris"])).by == "exact"
             assert (await judge.judge("Capital of France?", None, ["Paris"])).by == "no_answer"
@@ -39,11 +39,11 @@ async def test_exact_match_and_empty_answers_never_reach_the_model():
             await judge.aclose()
 
 
-async def test_model_verdicts_and_prompt_content():
-    """A non-exact answer is sent with question, golds and answer; the reply decides."""
+async def test_rearter_verdicts_and_prompt_content():
+    """ReARTeR's prompt: a non-exact answer is sent with question, golds and answer; the True/False reply decides."""
     script = [Reply(text="True"), Reply(text="False"), Reply(text="As an AI I cannot judge.")]
     with OpenAIEmulator(script).running() as server:
-        judge = Judge(_client(server))
+        judge = Judge(_client(server), prompt="rearter")
         try:
             first = await judge.judge("Who was the 35th US president?", "JFK", ["John F. Kennedy"])
             second = await judge.judge("Who was the 35th US president?", "Nixon", ["John F. Kennedy"])
@@ -64,7 +64,7 @@ async def test_verdicts_are_cached_across_judges(tmp_path):
     with OpenAIEmulator([Reply(text="True")], responder=lambda body: Reply(text="False")).running() as server:
         for _ in range(2):
             cache = WebCache(path)
-            judge = Judge(_client(server), cache=cache)
+            judge = Judge(_client(server), cache=cache, prompt="rearter")
             try:
                 verdict = await judge.judge("Who wrote Dune?", "Herbert", ["Frank Herbert"])
             finally:
@@ -84,3 +84,67 @@ async def test_a_failing_judge_gives_an_error_verdict_not_an_exception():
         finally:
             await judge.aclose()
     assert (verdict.correct, verdict.by) == (False, "error")
+
+
+MBE_CORRECT = '```json\n{"rationale": "JFK is John F. Kennedy", "judgement": "correct"}\n```'
+MBE_WRONG = '{"rationale": "another president", "judgement": "incorrect"}'
+
+
+def test_the_mbe_prompt_is_the_papers(reference_functions):
+    """The default prompt is the original evaluation script's text, character for character."""
+    assert MBE_PROMPT == reference_functions("evaluate/cacluate_metrics.py").PROMPT
+
+
+async def test_mbe_requests_are_the_papers(reference_functions):
+    """System turn, temperature 0.7, and the prompt the original fills: lower-cased golds as a list, its normalized answer."""
+    original = reference_functions("evaluate/cacluate_metrics.py")
+    question, answer, golds = "Who was the 35th US president?", "J.F.K., Jr.?", ["John F. Kennedy", "JFK"]
+    with OpenAIEmulator([Reply(text=MBE_CORRECT)]).running() as server:
+        judge = Judge(_client(server))
+        try:
+            verdict = await judge.judge(question, answer, golds)
+        finally:
+            await judge.aclose()
+    assert (verdict.correct, verdict.by) == (True, "model")
+    (request,) = server.requests
+    expected = (original.PROMPT.replace("{question}", question).replace("{gt_answer}", str([g.lower() for g in golds]))
+                .replace("{pred_answer}", original.preprocess_text(answer.lower())))
+    assert request["messages"] == [{"role": "system", "content": MBE_SYSTEM}, {"role": "user", "content": expected}]
+    assert request["temperature"] == 0.7
+
+
+async def test_mbe_exact_match_uses_the_papers_normalization():
+    """Equal after punctuation-to-space (hyphens split words) is correct without a call, as in the paper."""
+    with OpenAIEmulator([Reply(text=MBE_WRONG)]).running() as server:
+        judge = Judge(_client(server))
+        try:
+            assert (await judge.judge("Who wrote Nausea?", "Jean Paul Sartre", ["Jean-Paul Sartre"])).by == "exact"
+            assert server.requests == []
+            assert (await judge.judge("Which band?", "Beatles", ["The Beatles"])).by == "model"  # articles are kept
+        finally:
+            await judge.aclose()
+
+
+async def test_mbe_asks_again_until_a_reply_holds_a_judgement():
+    """A reply without the JSON verdict is asked again; three such replies leave the answer unparsed (incorrect)."""
+    script = [Reply(text="Let me think."), Reply(text=MBE_WRONG), *[Reply(text="no json")] * 3]
+    with OpenAIEmulator(script).running() as server:
+        judge = Judge(_client(server))
+        try:
+            second = await judge.judge("Who was the 35th US president?", "Nixon", ["John F. Kennedy"])
+            never = await judge.judge("Who was the 35th US president?", "Lincoln", ["John F. Kennedy"])
+        finally:
+            await judge.aclose()
+    assert (second.correct, second.by) == (False, "model")
+    assert (never.correct, never.by, never.reply) == (False, "unparsed", "no json")
+    assert len(server.requests) == 5
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [(MBE_CORRECT, True), (MBE_WRONG, False), ('{"judgement": " Correct "}', True), ('{"judgement": "partly"}', None),
+     ("correct", None), ("{not json}", None), ('["correct"]', None)],
+)
+def test_parse_mbe_reads_the_json_judgement(reply, expected):
+    """Only a JSON object's ``judgement`` decides; free text saying correct does not."""
+    assert parse_mbe(reply) is expected

@@ -16,7 +16,11 @@ from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_overrides, make_policy, tmp_path):
     """Four questions: right, partly right, wrong, no answer; the judge is asked only about the non-exact ones."""
     out = tmp_path / "eval"
-    with OpenAIEmulator(responder=lambda body: Reply(text="True" if "Herbert" in str(body) else "False")).running() as judge:
+    def mbe(body: dict) -> Reply:  # the paper's judge replies in JSON
+        verdict = "correct" if "herbert" in str(body).lower() else "incorrect"
+        return Reply(text=f'{{"rationale": "checked", "judgement": "{verdict}"}}')
+
+    with OpenAIEmulator(responder=mbe).running() as judge:
         cfg = load_config(overrides=[
             *eval_overrides,
             "eval.judge.kind=openai", f"eval.judge.base_url={judge.base_url}", "eval.judge.model=judge-emu",
@@ -32,7 +36,7 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert (dune["em"], dune["cover_em"], dune["f1"], dune["judge"]) == (0.0, 0.0, pytest.approx(2 / 3), 1.0)
     assert (planet["f1"], planet["judge"], planet["judge_by"]) == (0.0, 0.0, "model")
     assert nile["answer"] is None and nile["termination"] == "max_turns" and nile["judge_by"] == "no_answer"
-    assert len(judged) == 2 and any("Saturn" in p for p in judged)
+    assert len(judged) == 2 and any("pred_answer: saturn" in p for p in judged)
     hits = paris["trajectory"]["turns"][0]["tool_call"]["observation"][0]["web_page_info_list"]
     assert hits[0]["url"] == "https://example.org/paris"
 
@@ -46,7 +50,8 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert metrics["meta"]["config_hash"] == used.config_hash() == cfg.config_hash()
     assert metrics["meta"]["temperature"] == used.eval.temperature == 0.0 and metrics["meta"]["judge_model"] == "judge-emu"
     md = (out / "report.md").read_text()
-    assert "| nq | 2 | 50.0 | 83.3 | 50.0 | 100.0 |" in md and "**average**" in md
+    assert "| nq | 2 | 50.0 | 83.3 | 50.0 | 50.0 | 83.3 | 83.3 | 100.0 |" in md and "**average**" in md
+    assert "F1 (DeepResearcher)" in md and "EM (SQuAD)" in md and "prompt `deepresearcher`" in md
     assert "judge-emu" in md and used.config_hash() in md and "top-k 10" in md and "extractive" in md
     html = (out / "report.html").read_text()
     assert "Which river flows through Cairo?" in html and "<script src" not in html and "http" not in html.split("<script")[0].split("<style")[0]

@@ -12,7 +12,7 @@ import pytest
 import deepresearcher.reward.format
 import deepresearcher.reward.metrics
 import deepresearcher.reward.outcome
-from deepresearcher.reward import cover_em, exact_match, f1_score, normalize_answer, token_f1
+from deepresearcher.reward import cover_em, exact_match, f1_score, normalize_answer, squad_em, squad_f1, token_f1
 
 # ---- literal copy of the official SQuAD v1.1 evaluate-v1.1.py (normalize, f1, em, max over golds) ----
 
@@ -199,6 +199,35 @@ def test_cover_em() -> None:
     assert cover_em("Obama Barack", ["Barack Obama"]) == 0.0  # order matters
     assert cover_em("x", ["y", "X."]) == 1.0
     assert cover_em("paris", "Paris") == 1.0  # a single gold string is accepted too
+
+
+# Unicode cases: the official script does not fold, so these differ from the folded metrics
+UNICODE_CASES: list[tuple[str, list[str]]] = [
+    ("Türkiye", ["Turkiye"]),
+    ("Beyoncé Knowles", ["Beyonce Knowles", "Beyoncé"]),
+    ("“Paris”", ["Paris"]),
+    ("１９６４", ["1964"]),
+    ("Zürich – Genève", ["Zurich Geneva"]),
+    ("ﬁnal answer", ["final answer"]),
+    ("Łódź", ["Lodz", "Łódź"]),
+    ("The Straße", ["strasse"]),
+]
+
+
+@pytest.mark.parametrize(("prediction", "golds"), CASES + UNICODE_CASES)
+def test_squad_metrics_equal_the_official_script(prediction: str, golds: list[str]) -> None:
+    """``squad_em`` / ``squad_f1`` are the official script's numbers, Unicode included (no folding)."""
+    assert squad_em(prediction, golds) == float(squad_metric_max_over_ground_truths(squad_exact_match_score, prediction, golds))
+    assert squad_f1(prediction, golds) == pytest.approx(squad_metric_max_over_ground_truths(squad_f1_score, prediction, golds))
+
+
+def test_squad_metrics_do_not_fold_unicode() -> None:
+    """Where the folded metrics call two spellings equal, the official ones do not."""
+    assert exact_match("Türkiye", ["Turkiye"]) == 1.0 and squad_em("Türkiye", ["Turkiye"]) == 0.0
+    assert exact_match("“Paris”", ["Paris"]) == 1.0 and squad_em("“Paris”", ["Paris"]) == 0.0
+    assert f1_score("Beyoncé Knowles", ["Beyonce Knowles"]) == 1.0 and squad_f1("Beyoncé Knowles", ["Beyonce Knowles"]) == 0.5
+    assert squad_f1("yes it is", ["yes"]) == 0.5 and f1_score("yes it is", ["yes"]) == 0.0  # no HotpotQA yes/no rule
+    assert squad_em("x", []) == 0.0
 
 
 @pytest.mark.parametrize("module", [deepresearcher.reward.metrics, deepresearcher.reward.format,

@@ -6,7 +6,7 @@ import pytest
 
 from deepresearcher.config import RewardConfig, load_config
 from deepresearcher.errors import ConfigError
-from deepresearcher.reward import answer_metrics, check_format, is_unanswerable, says_cannot_find, score, score_batch
+from deepresearcher.reward import ANSWER_METRICS, answer_metrics, check_format, is_unanswerable, says_cannot_find, score, score_batch
 
 GOOD_TURNS = [
     '<think>I should search.</think>\n<tool_call>{"name": "web_search", "arguments": {"query": ["x"]}}</tool_call>',
@@ -80,11 +80,23 @@ def test_unanswerable_tasks_reward_cannot_find() -> None:
     assert score("cannot be determined", ["cannot find"], config=custom) == 0.0
 
 
+def test_an_abstention_is_the_whole_answer_not_a_phrase_inside_it() -> None:
+    """A guess next to an abstention phrase is an answer: it earns nothing on an unanswerable task."""
+    for hedge in ("Paris, or cannot find", "cannot find Paris", "Paris (cannot be determined)", "I think no answer fits"):
+        assert score(hedge, ["cannot find"]) == 0.0, hedge
+        assert not says_cannot_find(hedge)
+    for abstention in ("Cannot find.", "I cannot find the answer.", "We could not find it", "No answer", "unanswerable"):
+        assert score(abstention, ["cannot find"]) == 1.0, abstention
+
+
 def test_answer_metrics_for_eval() -> None:
-    """EM, F1 and cover-EM of one answer; unanswerable tasks score all three by the cannot-find rule."""
-    assert answer_metrics("the Eiffel Tower", ["Eiffel Tower"]) == {"em": 1.0, "f1": 1.0, "cover_em": 1.0}
-    assert answer_metrics(None, ["x"]) == {"em": 0.0, "f1": 0.0, "cover_em": 0.0}
-    assert answer_metrics("cannot find it", ["cannot find"]) == {"em": 1.0, "f1": 1.0, "cover_em": 1.0}
+    """Every answer metric of one answer, each by its own rules; unanswerable tasks score all by the cannot-find rule."""
+    assert answer_metrics("the Eiffel Tower", ["Eiffel Tower"]) == {
+        "em": 1.0, "f1": 1.0, "cover_em": 1.0, "squad_em": 1.0, "squad_f1": 1.0, "deepresearcher_f1": pytest.approx(0.8),
+    }
+    assert answer_metrics(None, ["x"]) == dict.fromkeys(ANSWER_METRICS, 0.0)
+    assert answer_metrics("cannot find it", ["cannot find"]) == dict.fromkeys(ANSWER_METRICS, 1.0)
+    assert answer_metrics("Türkiye", ["Turkiye"], names=("em", "squad_em")) == {"em": 1.0, "squad_em": 0.0}
 
 
 def test_score_batch() -> None:

@@ -8,8 +8,10 @@ One row per question, columns as in the paper's ``data/{train,dev,test}.parquet`
     reward_model  {ground_truth, style}    {"ground_truth": "alias 1<|answer_split|>alias 2", "style": "rule"}
     extra_info    {index, split}           {"index": task id, "split": "train"}
 
-Reading it back is ``formats.load_file`` (it recognises the columns), so the round trip keeps
-id, source, question, golds and split.
+``data_source`` is spelled as the original trainer's reward dispatch expects it (``Bamboogle``; the
+other sources as our canonical names), so its ``_default_compute_score`` scores our files. Reading it
+back is ``formats.load_file`` (it recognises the columns and canonicalises the source), so the round
+trip keeps id, source, question, golds and split.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from deepresearcher.data.formats import ANSWER_SPLIT
 from deepresearcher.data.schema import QATask
 from deepresearcher.errors import DataError
 
-__all__ = ["ABILITY", "to_verl_row", "write_verl_parquet"]
+__all__ = ["ABILITY", "ORIGINAL_SOURCE_NAMES", "to_verl_row", "write_verl_parquet"]
 
 ABILITY = "search & question answering"
+
+ORIGINAL_SOURCE_NAMES = {"bamboogle": "Bamboogle"}
+"""Canonical sources the original DeepResearcher trainer spells differently (its reward dispatch matches exactly)."""
 
 
 def to_verl_row(task: QATask) -> dict[str, Any]:
@@ -32,7 +37,7 @@ def to_verl_row(task: QATask) -> dict[str, Any]:
     if any(ANSWER_SPLIT in g for g in task.golds):
         raise DataError(f"task {task.id}: a gold answer contains {ANSWER_SPLIT!r}; verl format cannot hold it.")
     return {
-        "data_source": task.source,
+        "data_source": ORIGINAL_SOURCE_NAMES.get(task.source, task.source),
         "prompt": [{"content": task.question, "role": "user"}],
         "ability": ABILITY,
         "reward_model": {"ground_truth": ANSWER_SPLIT.join(task.golds), "style": "rule"},

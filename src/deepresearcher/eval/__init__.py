@@ -1,13 +1,13 @@
 """Evaluation: rollouts on benchmark questions, EM/F1/cover-EM and an LLM judge, reports and a viewer.
 
 ``run_eval(config, out)`` is what ``deepresearcher eval`` runs; ``build_eval_corpus`` makes the offline
-Wikipedia index it can search; ``Judge`` is the paper's model-based evaluation.
+Wikipedia index it can search; ``Judge`` is the paper's model-based evaluation (MBE).
 """
 
 from deepresearcher.eval.aggregate import pass_at_k, summarize
 from deepresearcher.eval.corpus import CorpusReport, build_eval_corpus, wiki_url
 from deepresearcher.eval.dryrun import DryRunReport, dry_run
-from deepresearcher.eval.judge import JUDGE_PROMPT, Judge, Verdict, parse_verdict
+from deepresearcher.eval.judge import JUDGE_PROMPTS, MBE_PROMPT, REARTER_PROMPT, Judge, Verdict, parse_verdict
 from deepresearcher.eval.report import markdown_table, metrics_document, write_reports
 from deepresearcher.eval.runner import (
     TRAJECTORIES,
@@ -19,7 +19,9 @@ from deepresearcher.eval.runner import (
 from deepresearcher.eval.viewer import outcome, render_html
 
 __all__ = [
-    "JUDGE_PROMPT",
+    "JUDGE_PROMPTS",
+    "MBE_PROMPT",
+    "REARTER_PROMPT",
     "TRAJECTORIES",
     "CorpusReport",
     "DryRunReport",

@@ -16,9 +16,10 @@ from typing import Any
 
 __all__ = ["METRICS", "PASS_METRICS", "pass_at_k", "summarize"]
 
-METRICS: tuple[str, ...] = ("em", "f1", "cover_em", "judge")
-"""Columns of the report; ``judge`` is None (not reported) when no judge model was configured."""
-PASS_METRICS: tuple[str, ...] = ("em", "cover_em", "judge")
+METRICS: tuple[str, ...] = ("em", "f1", "cover_em", "squad_em", "squad_f1", "deepresearcher_f1", "judge")
+"""Columns of the report (``reward.ANSWER_METRICS`` and the judge); ``judge`` is None (not reported) when no
+judge model was configured, and a metric that older records lack is None too."""
+PASS_METRICS: tuple[str, ...] = ("em", "cover_em", "squad_em", "judge")
 """Binary metrics that have a pass@k (F1 is graded, so it only has mean@k)."""
 
 

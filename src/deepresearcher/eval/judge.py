@@ -1,24 +1,33 @@
-"""The LLM judge ("model-based evaluation" in the paper): is a predicted answer correct?
+"""The LLM judge ("model-based evaluation", MBE, in the paper): is a predicted answer correct?
 
 Token metrics punish right answers phrased differently ("JFK" vs "John F. Kennedy"), so the paper also
-reports a judge's verdict. As there, an exact match (after SQuAD normalization, against any alias)
-counts as correct without a call; otherwise a chat model, through any client of
-``deepresearcher.llm`` (an OpenAI-compatible server, a local model, the embedded SmolLM2), answers
-True or False. Every call is recorded in the web cache under kind ``judge``, keyed by the judge model,
-question, answer and golds, so a rerun (or another eval that asks the same) costs nothing.
+reports a judge's verdict. Two prompts, chosen by ``eval.judge_prompt``:
 
-A reply is read robustly: the first standalone true/false/correct/incorrect/yes/no decides, in any
-case, with or without punctuation or markdown; a reply with none of them is ``unparsed`` and counts as
-incorrect, never as an error, so one bad reply cannot stop an eval.
+* ``deepresearcher`` (default): the paper's MBE prompt, from its evaluation script
+  (``evaluate/cacluate_metrics.py`` in GAIR-NLP/DeepResearcher, Apache-2.0), as it ran there: a system
+  turn "You are a helpful assistant.", temperature 0.7, the golds lower-cased and shown as a Python list,
+  the answer lower-cased with punctuation turned to spaces (DeepResearcher's normalization), and a JSON
+  reply ``{"rationale", "judgement": "correct" | "incorrect"}``. A reply without that JSON is asked
+  again (the original asks until it gets one; here up to ``attempts`` times). An answer equal to a gold
+  after that normalization is correct without a call, as there.
+* ``rearter``: the True/False prompt of ReARTeR (Sun et al., 2025), also used by R1-Searcher, at
+  temperature 0; its exact-match shortcut uses the folded SQuAD normalization. The first standalone
+  true/false/correct/incorrect/yes/no of the reply decides.
+
+Any client of ``deepresearcher.llm`` can judge (an OpenAI-compatible server, a local model, the embedded
+SmolLM2). Every call is recorded in the web cache under kind ``judge``, keyed by the judge model, prompt,
+question, answer and golds, so a rerun (or another eval that asks the same) costs nothing. A reply with
+no verdict is ``unparsed`` and counts as incorrect, never as an error, so one bad reply cannot stop an eval.
 
 Example::
 
-    judge = Judge(make_chat_client(cfg.eval.judge), cache=cache)
+    judge = Judge(make_chat_client(cfg.eval.judge), cache=cache, prompt=cfg.eval.judge_prompt)
     verdict = await judge.judge("Who wrote Dune?", "Frank Herbert", ["Frank Herbert"])   # by="exact"
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from dataclasses import asdict, dataclass
@@ -26,23 +35,46 @@ from typing import Any, Literal
 
 from deepresearcher.errors import BackendError
 from deepresearcher.llm.base import ChatClient, Message
-from deepresearcher.reward import exact_match, normalize_answer
+from deepresearcher.reward import deepresearcher_normalize, exact_match, normalize_answer
 
-__all__ = ["JUDGE_PROMPT", "PROMPT_VERSION", "Judge", "Verdict", "parse_verdict"]
+__all__ = ["JUDGE_PROMPTS", "MBE_PROMPT", "REARTER_PROMPT", "Judge", "JudgePrompt", "Verdict", "parse_mbe", "parse_verdict"]
 
 logger = logging.getLogger(__name__)
 
-PROMPT_VERSION = "dr-judge-v1"
-"""Part of every cache key: change it whenever the prompt changes, so old verdicts are not reused."""
+MBE_PROMPT = '''You will be given a question and its ground truth answer list where each item can be a ground truth answer. Provided a pred_answer, you need to judge if the pred_answer correctly answers the question based on the ground truth answer list.
+You should first give your rationale for the judgement, and then give your judgement result (i.e., correct or incorrect).
 
-JUDGE_PROMPT = (
+Here is the criteria for the judgement:
+1. The pred_answer doesn't need to be exactly the same as any of the ground truth answers, but should be semantically same for the question.
+2. Each item in the ground truth answer list can be viewed as a ground truth answer for the question, and the pred_answer should be semantically same to at least one of them.
+
+question: {question}
+ground truth answers: {gt_answer}
+pred_answer: {pred_answer}
+
+The output should in the following json format:
+
+The output should in the following json format:
+\'\'\'json
+{
+\"rationale\": \"your rationale for the judgement, as a text\",
+\"judgement\": \"your judgement result, can only be \'correct\' or \'incorrect\'\"
+}
+\'\'\'
+Your output:
+'''
+"""The paper's MBE prompt, character for character (GAIR-NLP/DeepResearcher, Apache-2.0); filled by plain replacement."""
+MBE_SYSTEM = "You are a helpful assistant."
+"""The system turn the paper's evaluation script sent before the MBE prompt."""
+
+REARTER_PROMPT = (
     "Given a Question and its Golden Answer, verify whether the Predicted Answer is correct. The prediction "
     "is correct if it fully aligns with the meaning and key information of the Golden Answer. Respond with "
     "True if the prediction is correct and False otherwise.\n\n"
     "Question: {question}\nGolden Answer: {golds}\nPredicted Answer: {answer}\n\n"
     "Reply with one word: True or False."
 )
-"""The paper's judge instruction (its appendix), with the golds joined by `` | ``."""
+"""ReARTeR's judge instruction (its LLM-as-judge accuracy; R1-Searcher reused it), golds joined by `` | ``."""
 
 _POSITIVE = {"true", "correct", "yes"}
 _NEGATIVE = {"false", "incorrect", "no", "wrong"}
@@ -79,49 +111,112 @@ def parse_verdict(reply: str) -> bool | None:
     return None
 
 
+def parse_mbe(reply: str) -> bool | None:
+    """The ``judgement`` of the JSON object in an MBE reply, or None when there is none.
+
+    >>> parse_mbe('```json\\n{"rationale": "same person", "judgement": "correct"}\\n```')
+    True
+    >>> parse_mbe('{"judgement": "incorrect"}'), parse_mbe("correct"), parse_mbe('{"judgement": "maybe"}')
+    (False, None, None)
+    """
+    found = re.search(r"\{.*\}", reply, re.DOTALL)
+    if found is None:
+        return None
+    try:
+        data = json.loads(found.group())
+    except json.JSONDecodeError:
+        return None
+    judgement = str(data.get("judgement", "")).strip().lower() if isinstance(data, dict) else ""
+    return {"correct": True, "incorrect": False}.get(judgement)
+
+
+@dataclass(frozen=True)
+class JudgePrompt:
+    """How one judge prompt is asked and read."""
+
+    name: str
+    version: str
+    """Part of every cache key: change it whenever the prompt changes, so old verdicts are not reused."""
+    temperature: float
+    max_tokens: int
+    attempts: int
+    """Times the judge is asked until its reply holds a verdict."""
+
+    def messages(self, question: str, answer: str, golds: list[str]) -> list[Message]:
+        """The chat the judge model sees."""
+        if self.name == "deepresearcher":
+            prompt = (MBE_PROMPT.replace("{question}", question)
+                      .replace("{gt_answer}", str([g.lower() for g in golds]))
+                      .replace("{pred_answer}", deepresearcher_normalize(answer)))
+            return [{"role": "system", "content": MBE_SYSTEM}, {"role": "user", "content": prompt}]
+        prompt = REARTER_PROMPT.format(question=question.strip(), golds=" | ".join(golds), answer=answer.strip())
+        return [{"role": "user", "content": prompt}]
+
+    def exact(self, answer: str, golds: list[str]) -> bool:
+        """Whether the answer is correct without asking (equal to a gold under this prompt's normalization)."""
+        if self.name == "deepresearcher":
+            normalized = deepresearcher_normalize(answer)
+            return any(deepresearcher_normalize(g) == normalized for g in golds)
+        return bool(exact_match(answer, golds))
+
+    def parse(self, reply: str) -> bool | None:
+        return parse_mbe(reply) if self.name == "deepresearcher" else parse_verdict(reply)
+
+
+JudgePromptName = Literal["deepresearcher", "rearter"]
+JUDGE_PROMPTS: dict[str, JudgePrompt] = {
+    "deepresearcher": JudgePrompt("deepresearcher", "dr-mbe-v1", temperature=0.7, max_tokens=512, attempts=3),
+    "rearter": JudgePrompt("rearter", "dr-judge-v1", temperature=0.0, max_tokens=8, attempts=1),
+}
+"""The judge prompts by ``eval.judge_prompt`` name."""
+
+
 class Judge:
     """Judges answers with one chat client; exact matches and empty answers never reach the model."""
 
     def __init__(
-        self, client: ChatClient, *, cache: Any = None, model_name: str | None = None, max_tokens: int = 8
+        self, client: ChatClient, *, cache: Any = None, model_name: str | None = None,
+        prompt: JudgePromptName = "deepresearcher",
     ) -> None:
         self.client = client
         self.cache = cache
         self.model_name = model_name or getattr(client, "model", "") or "judge"
-        self.max_tokens = max_tokens
+        self.prompt = JUDGE_PROMPTS[prompt]
 
     def messages(self, question: str, answer: str, golds: list[str]) -> list[Message]:
         """The chat the judge model sees."""
-        prompt = JUDGE_PROMPT.format(question=question.strip(), golds=" | ".join(golds), answer=answer.strip())
-        return [{"role": "user", "content": prompt}]
+        return self.prompt.messages(question, answer, golds)
 
     async def _ask(self, messages: list[Message]) -> str:
-        result = await self.client.chat(messages, max_tokens=self.max_tokens, temperature=0.0)
+        result = await self.client.chat(messages, max_tokens=self.prompt.max_tokens, temperature=self.prompt.temperature)
         return result.text
+
+    async def _reply(self, messages: list[Message], request: dict[str, Any], attempt: int) -> str:
+        if self.cache is None:
+            return await self._ask(messages)
+        params = {"prompt": self.prompt.version, **({"attempt": attempt} if attempt else {})}
+        return await self.cache.cached("judge", self.model_name, request, params, lambda: self._ask(messages))
 
     async def judge(self, question: str, answer: str | None, golds: list[str]) -> Verdict:
         """The verdict on one answer; a failing judge model gives ``by="error"`` (incorrect), not an exception."""
         if answer is None or not normalize_answer(answer):
             return Verdict(False, "no_answer")
-        if exact_match(answer, golds):
+        if self.prompt.exact(answer, golds):
             return Verdict(True, "exact")
         messages = self.messages(question, answer, golds)
         request = {"question": normalize_answer(question), "answer": answer.strip(), "golds": sorted(golds)}
-        try:
-            if self.cache is None:
-                reply = await self._ask(messages)
-            else:
-                reply = await self.cache.cached(
-                    "judge", self.model_name, request, {"prompt": PROMPT_VERSION}, lambda: self._ask(messages)
-                )
-        except BackendError as exc:
-            logger.warning("judge %s failed on %r: %s", self.model_name, question[:80], exc)
-            return Verdict(False, "error", str(exc))
-        decided = parse_verdict(reply)
-        if decided is None:
-            logger.info("judge reply without a verdict: %r", reply[:120])
-            return Verdict(False, "unparsed", reply)
-        return Verdict(decided, "model", reply)
+        reply = ""
+        for attempt in range(self.prompt.attempts):
+            try:
+                reply = await self._reply(messages, request, attempt)
+            except BackendError as exc:
+                logger.warning("judge %s failed on %r: %s", self.model_name, question[:80], exc)
+                return Verdict(False, "error", str(exc))
+            decided = self.prompt.parse(reply)
+            if decided is not None:
+                return Verdict(decided, "model", reply)
+        logger.info("judge reply without a verdict: %r", reply[:120])
+        return Verdict(False, "unparsed", reply)
 
     async def aclose(self) -> None:
         """Close the client, and the cache if one was given (the judge owns both)."""

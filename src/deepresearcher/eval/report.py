@@ -23,8 +23,18 @@ from deepresearcher.eval.aggregate import METRICS, summarize
 
 __all__ = ["markdown_table", "metrics_document", "write_reports"]
 
-_LABELS = {"em": "EM", "f1": "F1", "cover_em": "cover-EM", "judge": "judge"}
-_META_KEYS = ("search_backend", "search_index", "top_k", "reader", "judge_model", "policy", "date", "config_hash")
+_LABELS = {
+    "em": "EM (folded)",
+    "f1": "F1 (folded)",
+    "cover_em": "cover-EM (folded)",
+    "squad_em": "EM (SQuAD)",
+    "squad_f1": "F1 (SQuAD)",
+    "deepresearcher_f1": "F1 (DeepResearcher)",
+    "judge": "judge",
+}
+"""Column titles, each naming its metric: folded (ours), the official SQuAD script, the paper's own F1."""
+_META_KEYS = ("search_backend", "search_index", "top_k", "reader", "judge_model", "judge_prompt", "policy", "date",
+              "config_hash")
 
 
 def metrics_document(records: list[dict[str, Any]], config: Config, order: list[str] | None = None,
@@ -71,6 +81,12 @@ def markdown_table(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _judge_line(meta: dict[str, Any]) -> str:
+    if not meta["judge_model"]:
+        return "none"
+    return f"`{meta['judge_model']}`, prompt `{meta.get('judge_prompt')}` (exact match counts as correct)"
+
+
 def settings_lines(meta: dict[str, Any]) -> list[str]:
     """The settings behind every number, one line each."""
     decoding = "greedy" if meta["temperature"] == 0 else f"temperature {meta['temperature']}, seed {meta['seed']}"
@@ -79,7 +95,9 @@ def settings_lines(meta: dict[str, Any]) -> list[str]:
         f"- search: `{meta['search_backend']}` ({meta['search_index']}), top-k {meta['top_k']}; reader: `{meta['reader']}`",
         (f"- limits: {meta['max_turns']} turns, {meta['max_tokens_per_turn']} tokens per turn, "
          f"context budget {meta['context_budget']} tokens"),
-        f"- judge: {('`' + meta['judge_model'] + '` (exact match counts as correct)') if meta['judge_model'] else 'none'}",
+        f"- judge: {_judge_line(meta)}",
+        "- metrics: *folded* = SQuAD normalization after Unicode folding; *SQuAD* = the official script; "
+        "*DeepResearcher* = the paper's F1 (punctuation to spaces, articles kept, token sets, its tag check)",
         f"- date: {meta['date']}; config hash: `{meta['config_hash']}`",
     ]
 

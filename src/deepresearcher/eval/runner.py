@@ -194,6 +194,7 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
         "top_k": config.search.top_k,
         "reader": config.browse.reader + (f" ({config.reader_llm.kind})" if config.browse.reader == "llm" else ""),
         "judge_model": (judge.model or judge.kind) if judge else None,
+        "judge_prompt": config.eval.judge_prompt if judge else None,
         "samples": config.eval.samples,
         "temperature": config.eval.temperature,
         "seed": config.eval.seed,
@@ -207,34 +208,24 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
 
 
 async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
-    """The scored record of one rollout: metrics, format check, judge verdict, reward."""
-    from deepresearcher.reward import (
-        answer_metrics,
-        check_format,
-        is_unanswerable,
-        score,
-    )
+    """The scored record of one rollout: ``reward.score_rollout``'s reward and metrics, plus the judge's verdict."""
+    from deepresearcher.reward import score_rollout
 
-    texts = [turn.text for turn in trajectory.turns]
-    check = check_format(texts)
-    answer = trajectory.answer
-    phrases = config.reward.unanswerable_phrases
-    unanswerable = task.metadata.get("answerable") is False or is_unanswerable(task.golds, phrases)
-    metrics = answer_metrics(answer, task.golds, unanswerable=unanswerable, phrases=phrases)
+    scored = score_rollout(trajectory, task.golds, answerable=task.metadata.get("answerable"), config=config.reward)
     verdict: dict[str, Any] | None = None
     if judge is not None:
-        if unanswerable:
-            verdict = {"correct": bool(metrics["em"]), "by": "unanswerable", "reply": ""}
+        if scored.unanswerable:
+            verdict = {"correct": bool(scored.metrics["em"]), "by": "unanswerable", "reply": ""}
         else:
-            verdict = (await judge.judge(task.question, answer, task.golds)).to_dict()
+            verdict = (await judge.judge(task.question, scored.answer, task.golds)).to_dict()
     return {
-        **metrics,
+        **scored.metrics,
         "judge": None if verdict is None else float(verdict["correct"]),
         "judge_by": None if verdict is None else verdict["by"],
         "judge_reply": None if verdict is None else verdict["reply"],
-        "format_ok": check.ok,
-        "format_reason": check.reason,
-        "reward": score(answer, task.golds, check.ok, config=config.reward, unanswerable=unanswerable),
+        "format_ok": scored.format_ok,
+        "format_reason": scored.format_reason,
+        "reward": scored.reward,
     }
 
 
@@ -291,7 +282,8 @@ def _make_judge(config: Config, judge_config: LLMClientConfig) -> Any:
         from deepresearcher.web.cache import WebCache
 
         cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
-    return Judge(make_chat_client(judge_config), cache=cache, model_name=judge_config.model or judge_config.kind)
+    return Judge(make_chat_client(judge_config), cache=cache, model_name=judge_config.model or judge_config.kind,
+                 prompt=config.eval.judge_prompt)
 
 
 async def _run_pending(

@@ -91,6 +91,7 @@ def slim_record(record: dict[str, Any]) -> dict[str, Any]:
         "benchmark": record["benchmark"], "task_id": record["task_id"], "sample": record.get("sample", 0),
         "question": record.get("question", ""), "golds": record.get("golds", []), "answer": record.get("answer"),
         "em": record.get("em"), "f1": record.get("f1"), "cover_em": record.get("cover_em"),
+        "deepresearcher_f1": record.get("deepresearcher_f1"),
         "judge": record.get("judge"), "judge_by": record.get("judge_by"), "termination": record.get("termination", ""),
         "format_ok": record.get("format_ok"), "outcome": outcome(record), "turns": turns,
     }
@@ -169,7 +170,7 @@ function renderRecord(r){
     const a=el('div'); a.appendChild(el('b',null,'answer')); a.appendChild(el('span',null,r.answer===null?'(none: '+r.termination+')':r.answer)); f.appendChild(a);
     const g=el('div'); g.appendChild(el('b',null,'gold')); g.appendChild(el('span',null,r.golds.join(' | '))); f.appendChild(g);
     const s=el('div'); s.appendChild(el('b',null,'score'));
-    s.appendChild(el('span',null,'EM '+pct(r.em)+' · F1 '+pct(r.f1)+' · cover-EM '+pct(r.cover_em)+
+    s.appendChild(el('span',null,'EM '+pct(r.em)+' · F1 '+pct(r.f1)+' · cover-EM '+pct(r.cover_em)+' · DeepResearcher F1 '+pct(r.deepresearcher_f1)+
       (r.judge===null?'':' · judge '+pct(r.judge)+' ('+r.judge_by+')')+' · ended: '+r.termination+(r.format_ok?'':' · format broken')));
     f.appendChild(s); det.appendChild(f);}});
   return det;

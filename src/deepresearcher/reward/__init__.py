@@ -1,11 +1,28 @@
-"""Rewards and answer metrics: EM / F1 / cover-EM, the paper's format check and outcome reward.
+"""Rewards and answer metrics: folded and official SQuAD EM/F1, DeepResearcher's F1, format checks, one scorer.
 
-Pure functions: nothing here touches a model or the network.
+Pure functions: nothing here touches a model or the network. ``score_rollout`` is the one place a
+trajectory becomes a reward and metrics, for training and evaluation alike.
 """
 
+from deepresearcher.reward.deepresearcher import (
+    deepresearcher_answer,
+    deepresearcher_f1,
+    deepresearcher_normalize,
+    tags_balanced,
+)
 from deepresearcher.reward.format import FormatCheck, check_format, extract_answer
-from deepresearcher.reward.metrics import cover_em, exact_match, f1_score, normalize_answer, token_f1
+from deepresearcher.reward.metrics import (
+    cover_em,
+    exact_match,
+    f1_score,
+    normalize_answer,
+    squad_em,
+    squad_f1,
+    squad_normalize,
+    token_f1,
+)
 from deepresearcher.reward.outcome import (
+    ANSWER_METRICS,
     UNANSWERABLE_GOLD,
     answer_metrics,
     is_unanswerable,
@@ -13,13 +30,20 @@ from deepresearcher.reward.outcome import (
     score,
     score_batch,
 )
+from deepresearcher.reward.trajectory import THINK_PREFILL, RolloutScore, score_rollout
 
 __all__ = [
+    "ANSWER_METRICS",
+    "THINK_PREFILL",
     "UNANSWERABLE_GOLD",
     "FormatCheck",
+    "RolloutScore",
     "answer_metrics",
     "check_format",
     "cover_em",
+    "deepresearcher_answer",
+    "deepresearcher_f1",
+    "deepresearcher_normalize",
     "exact_match",
     "extract_answer",
     "f1_score",
@@ -28,5 +52,10 @@ __all__ = [
     "says_cannot_find",
     "score",
     "score_batch",
+    "score_rollout",
+    "squad_em",
+    "squad_f1",
+    "squad_normalize",
+    "tags_balanced",
     "token_f1",
 ]

@@ -1,8 +1,10 @@
-"""The paper's format check on what the policy itself wrote in a trajectory.
+"""The protocol's format check on what the policy itself wrote in a trajectory.
 
 DeepResearcher gives −1 to a rollout whose format is broken, so the policy learns the protocol
-before it learns to be right. Only the *policy's own* text is checked (tool responses are the
-environment's and may quote anything). A trajectory's format is fine when:
+before it learns to be right. This check is stricter than the original's (which only asks that tags
+pair up; see ``reward.deepresearcher.tags_balanced``). Only the *policy's own* text is checked (tool
+responses are the environment's and may quote anything), with the prefilled ``<think>`` in front of each
+turn (``reward.trajectory``). A trajectory's format is fine when:
 
 * ``<think>``/``</think>`` and ``<tool_call>``/``</tool_call>`` open and close in turn, never nested
   in each other or in themselves, and nothing is left open;

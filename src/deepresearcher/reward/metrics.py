@@ -1,7 +1,11 @@
 """Answer metrics of open-domain QA: normalization, token F1, exact match and cover-EM.
 
-The definitions follow the official SQuAD v1.1 / HotpotQA evaluation scripts, so numbers are
-comparable with papers (DeepResearcher, Search-R1, FlashRAG all use them):
+Two families live here. ``squad_em`` / ``squad_f1`` are the official SQuAD v1.1 script, character for
+character (its normalization, no Unicode folding), for numbers that compare with papers that ran that
+script. ``em`` / ``f1`` / ``cover_em`` are this project's *folded* metrics, the ones the synthetic world
+and the reports lead with. (DeepResearcher's own F1 is different again: ``reward.deepresearcher``.)
+
+The folded metrics follow the official SQuAD v1.1 / HotpotQA evaluation scripts:
 
 * normalize: lower case, drop punctuation, drop the articles *a*, *an*, *the*, squeeze whitespace;
 * F1: bag-of-tokens overlap of the normalized strings (HotpotQA's variant: ``yes``/``no``/``noanswer``
@@ -30,6 +34,9 @@ from functools import lru_cache
 
 __all__ = [
     "best_over_golds",
+    "squad_em",
+    "squad_f1",
+    "squad_normalize",
     "cover_em",
     "cover_em_one",
     "exact_match",
@@ -82,6 +89,19 @@ def _bag(normalized: str) -> tuple[Counter[str], int]:
     return Counter(tokens), len(tokens)
 
 
+def _overlap(pred_bag: Counter[str], pred_len: int, gold_bag: Counter[str], gold_len: int) -> tuple[float, float, float]:
+    """(F1, precision, recall) of two token bags."""
+    if pred_len > gold_len:  # walk the smaller bag
+        num_same = sum(min(n, pred_bag[t]) for t, n in gold_bag.items() if t in pred_bag)
+    else:
+        num_same = sum(min(n, gold_bag[t]) for t, n in pred_bag.items() if t in gold_bag)
+    if num_same == 0:
+        return 0.0, 0.0, 0.0
+    precision = num_same / pred_len
+    recall = num_same / gold_len
+    return 2 * precision * recall / (precision + recall), precision, recall
+
+
 def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
     """(F1, precision, recall) of one prediction against one gold, HotpotQA's official definition.
 
@@ -93,17 +113,7 @@ def token_f1(prediction: str, gold: str) -> tuple[float, float, float]:
     pred_norm, gold_norm = normalize_answer(prediction), normalize_answer(gold)
     if (pred_norm in _YES_NO or gold_norm in _YES_NO) and pred_norm != gold_norm:
         return 0.0, 0.0, 0.0
-    pred_bag, pred_len = _bag(pred_norm)
-    gold_bag, gold_len = _bag(gold_norm)
-    if pred_len > gold_len:  # walk the smaller bag
-        num_same = sum(min(n, pred_bag[t]) for t, n in gold_bag.items() if t in pred_bag)
-    else:
-        num_same = sum(min(n, gold_bag[t]) for t, n in pred_bag.items() if t in gold_bag)
-    if num_same == 0:
-        return 0.0, 0.0, 0.0
-    precision = num_same / pred_len
-    recall = num_same / gold_len
-    return 2 * precision * recall / (precision + recall), precision, recall
+    return _overlap(*_bag(pred_norm), *_bag(gold_norm))
 
 
 def _usable_golds(golds: Iterable[str]) -> list[str]:
@@ -164,3 +174,48 @@ def cover_em(prediction: str, golds: Iterable[str] | str) -> float:
     0.0
     """
     return best_over_golds(cover_em_one, prediction, golds)
+
+
+# ---------------------------------------------------------------------------- the official SQuAD script
+
+
+@lru_cache(maxsize=65536)
+def squad_normalize(text: str) -> str:
+    """The official SQuAD v1.1 normalization: lower case, drop ASCII punctuation and articles, squeeze spaces.
+
+    No Unicode folding: ``é`` stays ``é`` and a curly apostrophe stays a character of its word.
+
+    >>> squad_normalize("The  Eiffel-Tower!"), squad_normalize("Türkiye’s")
+    ('eiffeltower', 'türkiye’s')
+    """
+    text = _ARTICLES.sub(" ", text.lower().translate(_DROP_ASCII_PUNCT))
+    return " ".join(text.split())
+
+
+def _squad_best(metric: Callable[[str, str], float], prediction: str, golds: Iterable[str] | str) -> float:
+    """The script's ``metric_max_over_ground_truths`` (0.0 for an empty gold list, where the script raises)."""
+    golds = [golds] if isinstance(golds, str) else list(golds)
+    return max((float(metric(prediction, g)) for g in golds), default=0.0)
+
+
+def _squad_f1_one(prediction: str, gold: str) -> float:
+    pred, ref = squad_normalize(prediction).split(), squad_normalize(gold).split()
+    return _overlap(Counter(pred), len(pred), Counter(ref), len(ref))[0]
+
+
+def squad_f1(prediction: str, golds: Iterable[str] | str) -> float:
+    """Best official SQuAD v1.1 token F1 over the golds (no yes/no rule, no folding).
+
+    >>> squad_f1("Beyoncé Knowles", ["Beyonce Knowles"])
+    0.5
+    """
+    return _squad_best(_squad_f1_one, prediction, golds)
+
+
+def squad_em(prediction: str, golds: Iterable[str] | str) -> float:
+    """Best official SQuAD v1.1 exact match over the golds.
+
+    >>> squad_em("the Beatles.", ["Beatles"]), squad_em("Türkiye", ["Turkiye"])
+    (1.0, 0.0)
+    """
+    return _squad_best(lambda p, g: squad_normalize(p) == squad_normalize(g), prediction, golds)

@@ -1,12 +1,15 @@
 """The outcome reward of DeepResearcher: one number per rollout, from its answer and its format.
 
     broken format or no answer          -> format_penalty (−1 by default)
-    unanswerable task                   -> 1.0 if the answer says it cannot find one, else 0.0
-    otherwise                           -> best metric (F1 by default) over the gold aliases
+    unanswerable task                   -> 1.0 if the answer is an abstention, else 0.0
+    otherwise                           -> best ``reward.metric`` (folded F1 by default) over the gold aliases
 
 Pure functions of strings and flags: no model, no network, safe to call from any process or thread.
 A task is *unanswerable* when it says so (``unanswerable=True``) or when every gold alias is one of
 the "cannot find" phrasings (the synthetic world marks such tasks with ``golds=["cannot find"]``).
+An answer is an *abstention* only when the whole of it is one of those phrasings (a leading "I"/"we"
+and a trailing "it"/"the answer"/"one"/"that" allowed): "I cannot find the answer." abstains,
+"Paris, or cannot find" does not, so hedging with a guess earns nothing on an unanswerable task.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from deepresearcher.config import RewardConfig
-from deepresearcher.reward.metrics import cover_em, exact_match, f1_score, normalize_answer
+from deepresearcher.reward.deepresearcher import deepresearcher_f1
+from deepresearcher.reward.metrics import cover_em, exact_match, f1_score, normalize_answer, squad_em, squad_f1
 
 __all__ = [
+    "ANSWER_METRICS",
     "UNANSWERABLE_GOLD",
     "answer_metrics",
     "is_unanswerable",
@@ -29,7 +34,18 @@ __all__ = [
 UNANSWERABLE_GOLD = "cannot find"
 """The gold alias that marks a task without an answer in its corpus."""
 
-_METRICS = {"f1": f1_score, "em": exact_match, "cover_em": cover_em}
+_METRICS = {
+    "em": exact_match,
+    "f1": f1_score,
+    "cover_em": cover_em,
+    "squad_em": squad_em,
+    "squad_f1": squad_f1,
+    "deepresearcher_f1": deepresearcher_f1,
+}
+ANSWER_METRICS: tuple[str, ...] = tuple(_METRICS)
+"""Every answer metric by name: folded EM/F1/cover-EM, official SQuAD EM/F1, DeepResearcher's F1."""
+_SUBJECTS = ("i", "we")
+_OBJECTS = ("it", "answer", "one", "that")
 
 
 _DEFAULT_CONFIG = RewardConfig()
@@ -56,16 +72,21 @@ def is_unanswerable(golds: Sequence[str], phrases: Sequence[str] | None = None) 
 
 
 def says_cannot_find(answer: str | None, phrases: Sequence[str] | None = None) -> bool:
-    """True when the answer contains an accepted "cannot find" phrasing (whole tokens, normalized).
+    """True when the whole normalized answer is an accepted "cannot find" phrasing.
 
-    >>> says_cannot_find("I cannot find the answer."), says_cannot_find("Paris")
-    (True, False)
+    A leading subject (``I``, ``we``) and a trailing object (``it``, ``the answer``, ``one``, ``that``)
+    may frame the phrase; anything else (a guess beside it) makes it an answer, not an abstention.
+
+    >>> says_cannot_find("I cannot find the answer."), says_cannot_find("Paris"), says_cannot_find("Paris, or cannot find")
+    (True, False, False)
     """
     if not answer:
         return False
     accepted = _normalized_phrases(phrases)
-    padded = f" {normalize_answer(answer)} "
-    return any(f" {p} " in padded for p in accepted)
+    tokens = normalize_answer(answer).split()
+    starts = [0, 1] if tokens[:1] and tokens[0] in _SUBJECTS else [0]
+    ends = [len(tokens), len(tokens) - 1] if tokens[-1:] and tokens[-1] in _OBJECTS else [len(tokens)]
+    return any(" ".join(tokens[a:b]) in accepted for a in starts for b in ends if a < b)
 
 
 def answer_metrics(
@@ -74,22 +95,23 @@ def answer_metrics(
     *,
     unanswerable: bool | None = None,
     phrases: Sequence[str] | None = None,
+    names: Sequence[str] = ANSWER_METRICS,
 ) -> dict[str, float]:
-    """EM, F1 and cover-EM of one answer, as evaluation reports them (no format penalty here).
+    """The answer metrics ``names`` of one answer, as evaluation reports them (no format penalty here).
 
-    On an unanswerable task all three are 1.0 when the answer says it cannot find one, else 0.0.
+    On an unanswerable task each is 1.0 when the answer is an abstention, else 0.0; no answer scores 0.
 
-    >>> answer_metrics("Barack Obama", ["Obama"])
+    >>> answer_metrics("Barack Obama", ["Obama"], names=("em", "f1", "cover_em"))
     {'em': 0.0, 'f1': 0.6666666666666666, 'cover_em': 1.0}
     """
     if unanswerable is None:
         unanswerable = is_unanswerable(golds, phrases)
     if unanswerable:
         hit = float(says_cannot_find(answer, phrases))
-        return {"em": hit, "f1": hit, "cover_em": hit}
+        return dict.fromkeys(names, hit)
     if answer is None:
-        return {"em": 0.0, "f1": 0.0, "cover_em": 0.0}
-    return {"em": exact_match(answer, golds), "f1": f1_score(answer, golds), "cover_em": cover_em(answer, golds)}
+        return dict.fromkeys(names, 0.0)
+    return {name: float(_METRICS[name](answer, golds)) for name in names}
 
 
 def score(

@@ -9,8 +9,9 @@ How one optimizer step runs::
         ──► TRL: group advantages, clipped ratio, k3 KL to the reference, entropy bonus, token-mean loss
 
 The trainer is configured so that one generation batch is exactly one optimizer step
-(``prompts_per_step x group_size`` rollouts, accumulated in ``micro_batch_size`` chunks), which keeps the
-update on-policy. Everything the run writes goes to ``runs/<name>/`` (see ``run_dir``).
+(``prompts_per_step x group_size`` rollouts over all processes, each process sampling its share of whole
+groups and accumulating it in ``micro_batch_size`` chunks; see ``StepShape``), which keeps the update
+on-policy. Everything the run writes goes to ``runs/<name>/`` (see ``run_dir``).
 """
 
 from __future__ import annotations
@@ -36,14 +37,65 @@ logger = logging.getLogger(__name__)
 Collector = Callable[..., list[Trajectory]]
 
 
-def check_batch_shape(cfg: TrainConfig) -> None:
-    """Reject step shapes the trainer cannot split, saying what to set instead."""
-    rollouts = cfg.prompts_per_step * cfg.group_size
-    if rollouts % cfg.micro_batch_size:
+def process_count() -> int:
+    """Training processes of this run: ``WORLD_SIZE`` as ``accelerate launch`` (or torchrun) sets it, else 1."""
+    raw = os.environ.get("WORLD_SIZE", "1")
+    try:
+        count = int(raw)
+    except ValueError:
+        raise ConfigError(f"WORLD_SIZE={raw!r} is not a number of processes; unset it or launch with accelerate.") from None
+    if count < 1:
+        raise ConfigError(f"WORLD_SIZE={count}: a run needs at least one process; unset it or launch with accelerate.")
+    return count
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """One optimizer step across all processes: ``prompts x group_size`` rollouts, split evenly over them.
+
+    TRL's generation batch is ``per_device_train_batch_size x processes x gradient_accumulation_steps``, so
+    the per-process accumulation is the per-process rollouts over the micro-batch, not the global ones.
+    """
+
+    processes: int
+    prompts: int
+    group_size: int
+    micro_batch_size: int
+
+    @property
+    def rollouts(self) -> int:
+        return self.prompts * self.group_size
+
+    @property
+    def prompts_per_process(self) -> int:
+        return self.prompts // self.processes
+
+    @property
+    def rollouts_per_process(self) -> int:
+        return self.rollouts // self.processes
+
+    @property
+    def micro_batches_per_process(self) -> int:
+        return self.rollouts_per_process // self.micro_batch_size
+
+
+def step_shape(cfg: TrainConfig, processes: int | None = None) -> StepShape:
+    """The step's shape on ``processes`` (default: ``process_count()``); shapes that do not split are refused."""
+    processes = process_count() if processes is None else processes
+    shape = StepShape(processes, cfg.prompts_per_step, cfg.group_size, cfg.micro_batch_size)
+    if cfg.prompts_per_step % processes:
         raise ConfigError(
-            f"train.prompts_per_step x train.group_size = {rollouts} rollouts per step must be divisible by "
-            f"train.micro_batch_size ({cfg.micro_batch_size}); set micro_batch_size to a divisor of {rollouts}."
+            f"train.prompts_per_step ({cfg.prompts_per_step}) must be divisible by the {processes} training processes, "
+            f"so each samples whole groups; set it to a multiple of {processes} or launch another number of processes."
         )
+    if shape.rollouts_per_process % cfg.micro_batch_size:
+        raise ConfigError(
+            f"train.prompts_per_step x train.group_size = {shape.rollouts} rollouts per step are "
+            f"{shape.rollouts_per_process} per process on {processes} processes, which must be divisible by "
+            f"train.micro_batch_size ({cfg.micro_batch_size}); set micro_batch_size to a divisor of "
+            f"{shape.rollouts_per_process}."
+        )
+    return shape
 
 
 def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
@@ -51,13 +103,12 @@ def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
     from trl import GRPOConfig
 
     cfg = config.train
-    check_batch_shape(cfg)
-    rollouts = cfg.prompts_per_step * cfg.group_size
-    return GRPOConfig(
+    shape = step_shape(cfg)
+    args = GRPOConfig(
         output_dir=str(run.checkpoints_dir),
         num_generations=cfg.group_size,
         per_device_train_batch_size=cfg.micro_batch_size,
-        gradient_accumulation_steps=rollouts // cfg.micro_batch_size,
+        gradient_accumulation_steps=shape.micro_batches_per_process,
         max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate,
         lr_scheduler_type="constant_with_warmup",
@@ -89,6 +140,13 @@ def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
         remove_unused_columns=False,
         log_completions=False,
     )
+    if args.world_size != shape.processes or args.generation_batch_size != shape.rollouts:
+        raise ConfigError(
+            f"accelerate runs {args.world_size} processes but WORLD_SIZE says {shape.processes}, which would make "
+            f"{args.generation_batch_size} rollouts per step instead of {shape.rollouts}; launch with accelerate "
+            "launch (it sets WORLD_SIZE) or unset WORLD_SIZE for one process."
+        )
+    return args
 
 
 def _cuda_available() -> bool:
@@ -295,10 +353,9 @@ class TrainResult:
 def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     """The resolved plan of a run, checked without loading a model (``--dry-run``)."""
     cfg = config.train
-    check_batch_shape(cfg)
+    shape = step_shape(cfg)
     if config.agent.temperature <= 0:
         raise ConfigError("GRPO needs sampled rollouts: set agent.temperature > 0 (the paper uses 1.0).")
-    rollouts = cfg.prompts_per_step * cfg.group_size
     warnings = []
     if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
@@ -307,10 +364,14 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     return {
         "run_dir": str(cfg.runs_dir / cfg.run_name),
         "model": model or cfg.model or "(quickstart tiny model)",
-        "rollouts_per_step": rollouts,
-        "micro_batches_per_step": rollouts // cfg.micro_batch_size,
+        "processes": shape.processes,
+        "prompts_per_step": shape.prompts,
+        "rollouts_per_step": shape.rollouts,
+        "prompts_per_process": shape.prompts_per_process,
+        "rollouts_per_process": shape.rollouts_per_process,
+        "micro_batches_per_process": shape.micro_batches_per_process,
         "max_steps": cfg.max_steps,
-        "total_rollouts": rollouts * cfg.max_steps,
+        "total_rollouts": shape.rollouts * cfg.max_steps,
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
         "generation": "vLLM " + cfg.vllm_mode if cfg.use_vllm else "in-process transformers",
         "device": "cuda" if _cuda_available() else "cpu",

@@ -21,7 +21,7 @@ from deepresearcher.agent.session import Decoding, make_template
 from deepresearcher.agent.template import THINK_OPEN
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
-from deepresearcher.reward import answer_metrics, check_format, score
+from deepresearcher.reward import score_rollout
 
 logger = logging.getLogger(__name__)
 
@@ -33,17 +33,14 @@ def task_dict(task: Any) -> dict[str, Any]:
 
 
 def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Config) -> dict[str, float]:
-    """Reward (the paper's: −1 on broken format) plus the evaluation metrics of one episode."""
-    check = check_format([THINK_OPEN + turn.text for turn in trajectory.turns])
-    unanswerable = not task.get("answerable", True)
-    golds = list(task.get("answers", []))
-    reward = score(trajectory.answer, golds, check.ok, config=config.reward, unanswerable=unanswerable)
-    metrics = answer_metrics(trajectory.answer if check.ok else None, golds, unanswerable=unanswerable)
+    """Reward and metrics of one episode from ``reward.score_rollout`` (the scorer eval uses too)."""
+    scored = score_rollout(trajectory, list(task.get("answers", [])), answerable=task.get("answerable"),
+                           config=config.reward)
     return {
-        "reward": reward,
-        "f1": metrics["f1"],
-        "em": metrics["em"],
-        "format_error": 0.0 if check.ok else 1.0,
+        "reward": scored.reward,
+        "f1": scored.metrics["f1"],
+        "em": scored.metrics["em"],
+        "format_error": 0.0 if scored.format_ok else 1.0,
         "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
     }
 
