@@ -7,6 +7,7 @@ last with the pages it relied on. ``--json`` prints the whole trajectory (token 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from rich.panel import Panel
 
 from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
 
+QUICKSTART_RUN = Path("runs/quickstart")
+"""Where ``deepresearcher quickstart`` leaves its trained agent (``train.runs_dir``/``train.run_name``)."""
 _THOUGHT_CHARS = 700
 _NOTE_CHARS = 400
 
@@ -122,6 +125,38 @@ async def run_research(question: str, cfg: Any, on_event: Any = None, policy: tu
     return trajectory
 
 
+@dataclass(frozen=True)
+class TrainedAgent:
+    """The quickstart's trained agent: its run's config, the model, and the held-out world it never saw."""
+
+    config: Path
+    model: Path
+    world: Path
+
+    @property
+    def overrides(self) -> list[str]:
+        return [f"agent.policy={self.model}", f"world.dir={self.world}", f"search.index={self.world / 'index'}"]
+
+
+def trained_agent(runs: Path = QUICKSTART_RUN) -> TrainedAgent | None:
+    """The agent ``deepresearcher quickstart`` trained in ``runs`` (after GRPO, else after SFT), if any.
+
+    Its run config carries the prompt, tools and limits it was trained with; the world is the run's
+    held-out one, so a question from it is answered by reading, not recall.
+    """
+    config = runs / "config.yaml"
+    model = next((m for m in (runs / "model", runs / "sft_model") if (m / "config.json").is_file()), None)
+    if not config.is_file() or model is None:
+        return None
+    from deepresearcher.config import load_config
+    from deepresearcher.train.tasks import ensure_training_worlds
+
+    _, held_out = ensure_training_worlds(load_config(config, []))
+    if held_out is None:
+        return None
+    return TrainedAgent(config, model, held_out)
+
+
 def research(
     question: str = typer.Argument(..., help="The question to research."),
     policy: str = typer.Option(None, "--policy", help="smollm2 | model dir | vllm:URL | openai:URL (agent.policy)."),
@@ -136,13 +171,26 @@ def research(
     config: Path = ConfigOption,
     overrides: list[str] = SetOption,
 ) -> None:
-    """Research one question: think, search, read, answer — shown live."""
+    """Research one question: think, search, read, answer — shown live.
+
+    With neither --policy nor --config, the agent the quickstart trained (runs/quickstart) answers, on its
+    held-out world; without one, the embedded SmolLM2.
+    """
     flags = {
         "agent.policy": policy, "search.backend": search, "browse.reader": reader, "agent.max_turns": max_turns,
         "agent.max_tokens_per_turn": max_tokens, "eval.temperature": temperature,
     }
-    cfg = resolve_config(config, [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)])
+    settings = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)]
     console = Console()
+    trained = trained_agent() if config is None and policy is None else None
+    if trained is not None:
+        config, settings = trained.config, [*trained.overrides, *settings]
+        console.print(f"[dim]policy: the agent trained by the quickstart ({trained.model}); world: its held-out "
+                      f"world ({trained.world}). Pass --policy or --config for another.[/]", highlight=False)
+    elif config is None and policy is None:
+        console.print("[dim]policy: the embedded SmolLM2-135M-Instruct, which does not know this protocol well. "
+                      "Run `deepresearcher quickstart` to train an agent; research then uses it.[/]", highlight=False)
+    cfg = resolve_config(config, settings)
     display = None if as_json else TraceDisplay(console)
     if display is not None:
         console.print(Panel(question, title="Question", expand=False), highlight=False)
