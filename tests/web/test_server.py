@@ -64,6 +64,19 @@ async def test_search_and_browse_end_to_end(web, config):
         assert "unsupported content" in image["error"]
 
 
+async def test_a_host_name_the_resolver_rejects_is_one_error_item(web, config):
+    """A browse batch with a URL whose host the IDNA codec refuses (a 100,000-character name) answers 200:
+    that URL gets its own error, the good page beside it its notes."""
+    good = web.site.url("/_t/text")
+    bad = "http://" + "a" * 100_000 + ".example/page"
+    with handler_thread(create_app(config)) as url:
+        status, body = await _post(url + "/v1/browse", {"question": "What does the text say?", "urls": [bad, good]})
+    assert status == 200
+    refused, page = body["results"]
+    assert "host name" in refused["error"] and "100008 characters" in refused["error"]
+    assert page["url"] == good and page["error"] is None
+
+
 async def test_bad_requests_get_clear_4xx(web, config):
     """Malformed JSON is 400; schema violations and oversized batches are 422 with a message naming the field."""
     config.serve.max_queries = 2
