@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import sqlite3
@@ -184,3 +185,19 @@ def test_serve_on_a_taken_port_is_one_clear_error(tmp_path):
     assert done.returncode == 2
     assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("search.index={tmp}/no-index", "Error: No search index in"),
+    ("search.backend=serper", "Error: Backend 'serper' needs an API key: export SERPER_API_KEY"),
+])
+def test_a_handler_that_cannot_start_says_why_in_one_line(tmp_path, setting, message):
+    """`deepresearcher serve` with no index or no API key exits 2 with the one-line `Error:`, before listening."""
+    env = {k: v for k, v in os.environ.items() if k != "SERPER_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "deepresearcher.cli.main", "serve", "--port", "0", "--set", setting.format(tmp=tmp_path)],
+        capture_output=True, text=True, timeout=60, env={**env, "COLUMNS": "200"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(message) and "Traceback" not in done.stderr
+    assert "listening" not in done.stdout
