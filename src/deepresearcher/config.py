@@ -461,7 +461,8 @@ class EvalConfig(Section):
     )
     split: str = Field("test", description="Split of a benchmark named without one (`test`: DeepResearcher's sets).")
     data_dir: Path | None = Field(
-        None, description="Folder of the local benchmark files. Default: $DEEPRESEARCHER_DATA_DIR."
+        None, description="Folder of the local benchmark files. Default: $DEEPRESEARCHER_DATA_DIR, else "
+        "../shared/datasets beside the repository."
     )
     limit: int | None = Field(None, ge=1, description="Questions per benchmark at most (the first ones); null: all.")
     samples: int = Field(1, ge=1, description="Rollouts per question (k of pass@k and mean@k).")
