@@ -49,6 +49,20 @@ def small_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
+def shared_data_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The real datasets folder as the package finds it (``data.local_data_dir``: $DEEPRESEARCHER_DATA_DIR,
+    else ../shared/datasets beside the repository), exported as $DEEPRESEARCHER_DATA_DIR; skips the test
+    where it is missing."""
+    from deepresearcher.data import DATA_DIR_ENV, local_data_dir
+
+    root = local_data_dir()
+    if root is None or not (root / "deepresearcher" / "dev.parquet").is_file():
+        pytest.skip(f"shared datasets not found ({root or 'no ../shared/datasets'}); set {DATA_DIR_ENV} to run these tests")
+    monkeypatch.setenv(DATA_DIR_ENV, str(root))
+    return root
+
+
+@pytest.fixture
 def world_config(small_world: Path, tmp_path: Path):
     """A config that uses the small world and keeps every cache inside the test's tmp dir."""
     from deepresearcher.config import load_config

@@ -18,6 +18,21 @@ def test_defaults_and_dotted_overrides_parse_yaml_values() -> None:
     assert load_config().search.top_k == 10
 
 
+def test_overriding_one_field_keeps_the_sections_other_defaults(tmp_path: Path) -> None:
+    """A section whose default differs from its class's (backends.serper has a base_url and an api_key_env)
+    keeps those defaults when one field is overridden, from YAML and from --set alike."""
+    path = tmp_path / "c.yaml"
+    path.write_text("backends:\n  serper:\n    base_url: http://127.0.0.1:9/\n  brave:\n    timeout_s: 3\n")
+    from_yaml = load_config(path)
+    from_set = load_config(overrides=["backends.serper.base_url=http://127.0.0.1:9/", "backends.brave.timeout_s=3"])
+    for config in (from_yaml, from_set):
+        serper, brave = config.backends.serper, config.backends.brave
+        assert (serper.base_url, serper.api_key_env) == ("http://127.0.0.1:9/", "SERPER_API_KEY")
+        assert (brave.timeout_s, brave.rate_per_s, brave.api_key_env) == (3.0, 1.0, "BRAVE_API_KEY")
+    # what the user set is still told apart from defaults (eval reads this to pick a data file's benchmarks)
+    assert load_config(overrides=["eval.limit=3"]).eval.model_fields_set == {"limit"}
+
+
 def test_all_problems_are_reported_together_with_their_keys(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("search:\n  top_k: 0\n  topk: 3\nworld:\n  size: huge\n")

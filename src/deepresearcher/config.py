@@ -465,7 +465,8 @@ class EvalConfig(Section):
     )
     split: str = Field("test", description="Split of a benchmark named without one (`test`: DeepResearcher's sets).")
     data_dir: Path | None = Field(
-        None, description="Folder of the local benchmark files. Default: $DEEPRESEARCHER_DATA_DIR."
+        None, description="Folder of the local benchmark files. Default: $DEEPRESEARCHER_DATA_DIR, else "
+        "../shared/datasets beside the repository."
     )
     limit: int | None = Field(None, ge=1, description="Questions per benchmark at most (the first ones); null: all.")
     samples: int = Field(1, ge=1, description="Rollouts per question (k of pass@k and mean@k).")
@@ -531,6 +532,34 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
 
 
+def _with_section_defaults(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each given section merged into that section's own default, recursively.
+
+    A section's default can differ from its class's field defaults (``backends.serper`` has a
+    ``base_url`` and an ``api_key_env``); overriding one of its fields must keep the others. Only the
+    fields the default sets are merged in, so ``model_fields_set`` still tells what a user chose.
+    """
+    merged = dict(data)
+    for name, value in data.items():
+        field = model.model_fields.get(name)
+        section = field.annotation if field is not None else None
+        if not (isinstance(value, dict) and isinstance(section, type) and issubclass(section, Section)):
+            continue
+        default = field.get_default(call_default_factory=True)
+        base = default.model_dump(exclude_unset=True) if isinstance(default, Section) else {}
+        merged[name] = _with_section_defaults(section, _deep_merge(base, value))
+    return merged
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``top`` over ``base``; nested mappings merge key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        below = out.get(key)
+        out[key] = _deep_merge(below, value) if isinstance(below, dict) and isinstance(value, dict) else value
+    return out
+
+
 def _format_validation_error(err: ValidationError, source: str) -> str:
     lines = [f"Invalid configuration ({source}), {err.error_count()} problem(s):"]
     for problem in err.errors():
@@ -561,7 +590,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     for override in overrides or []:
         apply_override(data, override)
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(_with_section_defaults(Config, data))
     except ValidationError as exc:
         raise ConfigError(_format_validation_error(exc, source)) from None
 

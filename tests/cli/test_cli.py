@@ -56,6 +56,19 @@ def test_known_errors_print_one_line_and_exit_2(tmp_path: Path) -> None:
     assert typo.returncode == 2 and "search.topk: unknown key" in typo.stderr
 
 
+def test_usage_mistakes_get_a_short_usage_message_and_exit_2() -> None:
+    """An unknown option or command is click's few-line usage message (with its suggestion), not a traceback."""
+    for args, says in [
+        (["search", "--bogus", "x"], "No such option: --bogus"),
+        (["serch", "x"], "Did you mean 'search'"),
+        (["quickstart", "--out", "somewhere"], "No such option: --out"),
+    ]:
+        done = run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("Usage: deepresearcher") and says in done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) < 8, done.stderr
+
+
 def test_bench_search_prints_json(tmp_path: Path) -> None:
     result = run("bench", "search", "--docs", "2000", "--queries", "50", cwd=Path(__file__).parents[2])
     assert result.returncode == 0, result.stderr

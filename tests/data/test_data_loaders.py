@@ -20,6 +20,7 @@ from deepresearcher.data import (
     load_benchmark,
     load_file,
     load_passages,
+    local_data_dir,
     record_to_task,
 )
 from deepresearcher.errors import DataError
@@ -182,6 +183,23 @@ def test_bad_data_is_reported_with_its_row(tmp_path: Path) -> None:
         load_benchmark("squad")
     with pytest.raises(DataError, match="no split 'validation'"):
         load_benchmark("nq", "validation")
+
+
+def test_the_data_folder_is_the_flag_then_the_variable_then_shared_datasets_beside_the_repository(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One resolver for every command and test: run from anywhere inside a checkout, the datasets in
+    ../shared/datasets beside it are found without configuration."""
+    shared = tmp_path / "shared" / "datasets"
+    shared.mkdir(parents=True)
+    (tmp_path / "checkout" / "src").mkdir(parents=True)
+    (tmp_path / "checkout" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    monkeypatch.chdir(tmp_path / "checkout" / "src")
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    assert local_data_dir() == shared
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "elsewhere"))
+    assert local_data_dir() == tmp_path / "elsewhere"
+    assert local_data_dir(tmp_path / "flag") == tmp_path / "flag"
 
 
 def test_missing_local_data_says_what_to_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import orjson
-import pytest
 from typer.testing import CliRunner
 
 from deepresearcher.cli.main import app
 from deepresearcher.config import Config
 from deepresearcher.eval.dryrun import dry_run
 
-DEV = Path("/work/shared/datasets/deepresearcher/dev.parquet")
 
-
-@pytest.mark.skipif(not DEV.is_file(), reason="DeepResearcher's dev parquet is not on this machine")
-def test_dry_run_validates_all_875_dev_rows(tmp_path):
+def test_dry_run_validates_all_875_dev_rows(tmp_path, shared_data_dir):
     """The CLI reads all 875 rows (125 per benchmark), finds no problem, runs no model, writes nothing."""
-    result = CliRunner().invoke(app, ["eval", "--data", str(DEV), "--dry-run", "--out", str(tmp_path / "x")])
+    dev = shared_data_dir / "deepresearcher" / "dev.parquet"
+    result = CliRunner().invoke(app, ["eval", "--data", str(dev), "--dry-run", "--out", str(tmp_path / "x")])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["ok"] and report["rows"] == report["valid"] == 875
@@ -47,11 +43,10 @@ def test_dry_run_reports_every_bad_row(tmp_path):
     assert result.exit_code == 1
 
 
-@pytest.mark.skipif(not (DEV.parent.parent / "hotpotqa").is_dir(), reason="the shared datasets folder is absent")
-def test_dry_run_of_registry_benchmarks_with_splits_and_limit(tmp_path):
+def test_dry_run_of_registry_benchmarks_with_splits_and_limit(tmp_path, shared_data_dir):
     """--benchmarks takes `name:split`; --limit caps each; an unknown benchmark is a reported problem."""
     args = ["eval", "-b", "hotpotqa:distractor_dev,2wiki:flashrag_dev,nosuch", "--limit", "5", "--dry-run",
-            "--data-dir", str(DEV.parent.parent), "--out", str(tmp_path / "x")]
+            "--data-dir", str(shared_data_dir), "--out", str(tmp_path / "x")]
     result = CliRunner().invoke(app, args)
     report = json.loads(result.output)
     assert report["per_benchmark"] == {"hotpotqa:distractor_dev": 5, "2wiki:flashrag_dev": 5}

@@ -14,29 +14,24 @@ from pathlib import Path
 import orjson
 import pytest
 
-DATA = Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/work/shared/datasets"))
 BENCHMARKS = "hotpotqa:distractor_dev,2wiki:flashrag_dev,musique:flashrag_dev"
 LIMIT = 50
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(3 * 3600),
-    pytest.mark.skipif(not (DATA / "hotpotqa").is_dir(), reason="the shared datasets folder is not on this machine"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3 * 3600)]
 
 
 def _count(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.is_file() else 0
 
 
-def test_offline_eval_completes_and_resumes_after_a_kill(tmp_path):
+def test_offline_eval_completes_and_resumes_after_a_kill(tmp_path, shared_data_dir):
     from deepresearcher.eval.corpus import build_eval_corpus
 
-    corpus = build_eval_corpus(tmp_path / "corpus", DATA)
+    corpus = build_eval_corpus(tmp_path / "corpus", shared_data_dir)
     out = tmp_path / "eval"
     command = [
         sys.executable, "-m", "deepresearcher.cli.main", "eval", "-b", BENCHMARKS, "--limit", str(LIMIT),
-        "--data-dir", str(DATA), "--out", str(out), "--set", f"search.index={corpus.index_dir}",
+        "--data-dir", str(shared_data_dir), "--out", str(out), "--set", f"search.index={corpus.index_dir}",
         "--set", "agent.policy=smollm2", "--set", "browse.reader=extractive", "--set", "agent.max_turns=4",
         "--set", "agent.max_tokens_per_turn=256", "--set", "agent.context_budget=8192",
     ]

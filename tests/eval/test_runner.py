@@ -112,3 +112,25 @@ def test_world_is_a_benchmark(small_world):
     assert {t.split for t in tasks["world"]} == {"test"}
     assert {t.source for t in tasks["world:dev"]} == {"world"} and tasks["world:dev"][0].split == "dev"
     assert any(t.metadata["answerable"] is False for t in tasks["world"])
+
+
+def test_a_data_file_with_none_of_the_asked_benchmarks_is_an_error(tmp_path):
+    """`eval --data` on rows without data_source under a config naming benchmarks runs nothing and says why:
+    which sources the file holds, which were asked for; exit 2, no eval folder."""
+    import subprocess
+    import sys
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"id": "a", "question": "Who wrote Dune?", "answers": ["Frank Herbert"]}\n')
+    config = tmp_path / "eval.yaml"
+    config.write_text("eval:\n  benchmarks: [hotpotqa, 2wiki]\n")
+    out = tmp_path / "eval"
+    done = subprocess.run(
+        [sys.executable, "-m", "deepresearcher.cli.main", "eval", "--data", str(data), "--config", str(config),
+         "--out", str(out)], capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "\nError:" in done.stderr and "Traceback" not in done.stderr
+    message = " ".join(done.stderr.split())
+    assert "asks for (hotpotqa, 2wiki)" in message and "rows are from: unknown (rows without a data_source)" in message
+    assert not out.exists()

@@ -90,3 +90,42 @@ async def test_backend_protocol(small_world: Path) -> None:
     hits = await backend.search("population census", 3)
     assert len(hits) == 3
     await backend.aclose()
+
+
+def test_accents_are_folded_in_search_and_snippets(tmp_path: Path) -> None:
+    """A page about the Café Zürich is found by "cafe zurich" (and by "Café"), its snippet marks the words;
+    an ASCII page is found by an accented query."""
+    docs = [
+        {"url": "https://a.example/cafe", "title": "Café Zürich",
+         "text": "The Café Zürich opened on the Limmat quay in 1893 and still serves coffee."},
+        {"url": "https://a.example/tea", "title": "Tea house", "text": "A tea house near the station."},
+        {"url": "https://a.example/resume", "title": "Resume", "text": "How to write a resume."},
+    ]
+    build_index(iter(docs), tmp_path / "i")
+    index = LocalIndex(tmp_path / "i")
+    for query in ("cafe zurich", "Café Zürich", "CAFE"):
+        hits = index.search(query, 3)
+        assert hits and hits[0].url == "https://a.example/cafe", query
+    assert "Zürich" in index.search("zurich", 1)[0].snippet
+    assert index.search("résumé", 1)[0].url == "https://a.example/resume"
+
+
+def test_an_index_of_an_older_format_is_refused_with_the_rebuild_command(tmp_path: Path) -> None:
+    """An index written before accent folding (no format in its metadata) would silently miss accented
+    words; it is refused, naming the command that rebuilds it."""
+    build_index(iter([{"url": "https://a.example/", "title": "A", "text": "alpha"}]), tmp_path / "i")
+    meta = tmp_path / "i" / "deepresearcher-index.json"
+    meta.write_bytes(orjson.dumps({k: v for k, v in orjson.loads(meta.read_bytes()).items() if k != "format"}))
+    with pytest.raises(IndexNotFoundError, match=r"format 1; .* reads format 2 .*deepresearcher index build"):
+        LocalIndex(tmp_path / "i")
+
+
+def test_the_default_world_rebuilds_an_index_of_an_older_format(tmp_path: Path) -> None:
+    from deepresearcher.config import load_config
+    from deepresearcher.web.local_world import ensure_world
+
+    config = load_config(overrides=[f"cache_dir={tmp_path}", "world.size=tiny"])
+    meta = ensure_world(config) / "index" / "deepresearcher-index.json"
+    meta.write_bytes(orjson.dumps({"documents": 1, "skipped": 0}))  # as written before formats
+    assert LocalIndex(ensure_world(config) / "index").search("population", 1)
+    assert orjson.loads(meta.read_bytes())["format"] == 2

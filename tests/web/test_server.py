@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import sqlite3
@@ -62,6 +63,19 @@ async def test_search_and_browse_end_to_end(web, config):
         assert page["url"] == page_url and page["error"] is None
         assert any("2,987,800" in note["text"] for note in page["notes"])
         assert "unsupported content" in image["error"]
+
+
+async def test_a_host_name_the_resolver_rejects_is_one_error_item(web, config):
+    """A browse batch with a URL whose host the IDNA codec refuses (a 100,000-character name) answers 200:
+    that URL gets its own error, the good page beside it its notes."""
+    good = web.site.url("/_t/text")
+    bad = "http://" + "a" * 100_000 + ".example/page"
+    with handler_thread(create_app(config)) as url:
+        status, body = await _post(url + "/v1/browse", {"question": "What does the text say?", "urls": [bad, good]})
+    assert status == 200
+    refused, page = body["results"]
+    assert "host name" in refused["error"] and "100008 characters" in refused["error"]
+    assert page["url"] == good and page["error"] is None
 
 
 async def test_bad_requests_get_clear_4xx(web, config):
@@ -171,3 +185,19 @@ def test_serve_on_a_taken_port_is_one_clear_error(tmp_path):
     assert done.returncode == 2
     assert f"Cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("search.index={tmp}/no-index", "Error: No search index in"),
+    ("search.backend=serper", "Error: Backend 'serper' needs an API key: export SERPER_API_KEY"),
+])
+def test_a_handler_that_cannot_start_says_why_in_one_line(tmp_path, setting, message):
+    """`deepresearcher serve` with no index or no API key exits 2 with the one-line `Error:`, before listening."""
+    env = {k: v for k, v in os.environ.items() if k != "SERPER_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "deepresearcher.cli.main", "serve", "--port", "0", "--set", setting.format(tmp=tmp_path)],
+        capture_output=True, text=True, timeout=60, env={**env, "COLUMNS": "200"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(message) and "Traceback" not in done.stderr
+    assert "listening" not in done.stdout

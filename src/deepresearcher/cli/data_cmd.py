@@ -8,7 +8,7 @@ examples:
     deepresearcher data contaminate nq --split open_dev --decisions runs/nq-contamination.jsonl --k 10 \
         --kind openai --base-url http://gpu:8000/v1 --model Qwen2.5-7B-Instruct --kept nq-clean.parquet
 
-Local files are read from --data-dir or $DEEPRESEARCHER_DATA_DIR; splits without a local file come
+Local files are read from --data-dir, $DEEPRESEARCHER_DATA_DIR or ../shared/datasets beside the repository; splits without a local file come
 from the Hugging Face hub when it is reachable.
 """
 
@@ -27,7 +27,8 @@ from deepresearcher.errors import ConfigError
 console = Console()
 
 DataDirOption = typer.Option(
-    None, "--data-dir", help="Folder of local dataset files (default: $DEEPRESEARCHER_DATA_DIR)."
+    None, "--data-dir",
+    help="Folder of local dataset files (default: $DEEPRESEARCHER_DATA_DIR, else ../shared/datasets beside the repository)."
 )
 
 

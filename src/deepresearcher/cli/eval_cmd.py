@@ -15,7 +15,7 @@ _OUT = typer.Option(..., "--out", help="Eval folder (created; rerun with the sam
 _DATA = typer.Option(None, "--data", help="A data file of one or several benchmarks (e.g. DeepResearcher's "
                      "dev.parquet); its rows replace the registry's.")
 _DATA_DIR = typer.Option(None, "--data-dir", help="Folder of the benchmark files (eval.data_dir; default "
-                         "$DEEPRESEARCHER_DATA_DIR).")
+                         "$DEEPRESEARCHER_DATA_DIR, else ../shared/datasets beside the repository).")
 _CORPUS_OUT = typer.Option(..., "--out", help="Folder for corpus.jsonl, index/ and sources.json.")
 
 
@@ -98,4 +98,4 @@ def register(app: typer.Typer) -> None:
         "--set search.index=corpora/eval/index ; deepresearcher eval --data dev.parquet --dry-run --out /tmp/x",
     )(eval_command)
     app.command("eval-corpus", epilog="Example: deepresearcher eval-corpus --out corpora/eval --data-dir "
-                "/work/shared/datasets")(eval_corpus)
+                "../shared/datasets")(eval_corpus)

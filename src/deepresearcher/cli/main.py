@@ -2,8 +2,8 @@
 
 Each topic lives in its own module under ``cli/`` with a ``register(app)`` function; heavy imports
 (torch, transformers, tantivy) happen inside the commands, so ``deepresearcher --help`` is instant.
-Known errors (``DeepResearcherError``) print one ``Error: ...`` line and exit with code 2; anything
-else is a bug and shows its traceback.
+Known errors (``DeepResearcherError``) print one ``Error: ...`` line and exit with code 2; usage
+mistakes get click's short usage message and exit 2; anything else is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -46,24 +46,16 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Entry point: run the app, turning known errors into one readable line."""
+    """Entry point: run the app, turning known errors into one readable line.
+
+    Click's standalone mode handles usage mistakes (a short usage message, exit 2), ``typer.Exit``
+    and Ctrl-C; what it lets through is either one of our errors or a bug.
+    """
     try:
-        app(standalone_mode=False)
+        app(prog_name="deepresearcher")
     except DeepResearcherError as exc:
         err_console.print(f"[bold red]Error:[/] {exc}", highlight=False)
         sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        err_console.print("Aborted.")
-        sys.exit(1)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ file they come from (``open_dev`` is NQ-open's dev, the "NQ test" of open-domain
 and ``upstream_*`` come from the hub (FlashRAG's uniform re-export), because no machine-local copy
 of the training sets is assumed.
 
-Local files are looked up under ``data_dir`` or ``$DEEPRESEARCHER_DATA_DIR``, laid out like::
+Local files are looked up under ``data_dir``, else ``$DEEPRESEARCHER_DATA_DIR``, else the
+``shared/datasets`` folder beside the repository (see :func:`local_data_dir`), laid out like::
 
     deepresearcher/{test,dev}.parquet     nq_open/NQ-open.dev.jsonl     hotpotqa/...     frames/frames.jsonl
 """
@@ -37,6 +38,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "DEEPRESEARCHER_DATA_DIR"
+SHARED_DATA_DIR = Path("shared", "datasets")
+"""Where the datasets sit beside a checkout when neither a folder nor the variable names them."""
 _FLASHRAG = "RUC-NLPIR/FlashRAG_datasets"
 
 
@@ -164,11 +167,22 @@ def get_benchmark(name: str) -> Benchmark:
 
 
 def local_data_dir(data_dir: str | Path | None = None) -> Path | None:
-    """The local data root: ``data_dir``, else ``$DEEPRESEARCHER_DATA_DIR``, else None."""
+    """The local data root: ``data_dir``, else ``$DEEPRESEARCHER_DATA_DIR``, else ``../shared/datasets``
+    beside the repository when that folder exists, else None.
+
+    "The repository" is the nearest folder holding ``pyproject.toml`` above the working directory,
+    then above this package (an editable install, or a virtual environment inside the checkout).
+    """
     if data_dir is not None:
         return Path(data_dir)
     env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else None
+    if env:
+        return Path(env)
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        repository = next((d for d in (start, *start.parents) if (d / "pyproject.toml").is_file()), None)
+        if repository is not None and (repository.parent / SHARED_DATA_DIR).is_dir():
+            return repository.parent / SHARED_DATA_DIR
+    return None
 
 
 def _local_path(bench: Benchmark, split: str, data_dir: Path | None) -> Path | None:
@@ -245,7 +259,7 @@ def load_benchmark(
     wanted = " or ".join(bench.local.get(split, ())) or "(no local file for this split)"
     raise DataError(
         f"No local file for {bench.name}/{split}: looked for {wanted} under "
-        f"{root if root else f'${DATA_DIR_ENV} (unset)'}. Set {DATA_DIR_ENV} to your data directory "
+        f"{root if root else f'${DATA_DIR_ENV} (unset, and no ../shared/datasets beside the repository)'}. Set {DATA_DIR_ENV} to your data directory "
         f"or pass path=...; hub splits of {bench.name}: {', '.join(bench.hub) or 'none'}."
     )
 

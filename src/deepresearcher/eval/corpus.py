@@ -102,7 +102,8 @@ class _Pages:
 def build_eval_corpus(out: str | Path, data_dir: str | Path | None = None, *, index: bool = True) -> CorpusReport:
     """Write ``<out>/corpus.jsonl`` from every source present under ``data_dir``, then index it.
 
-    ``data_dir`` defaults to ``$DEEPRESEARCHER_DATA_DIR``; a missing source file is skipped with a log line,
+    ``data_dir`` defaults to ``data.local_data_dir()`` (``$DEEPRESEARCHER_DATA_DIR``, else ``../shared/datasets``
+    beside the repository); a missing source file is skipped with a log line,
     but finding none at all is an error (the data directory is wrong).
     """
     root = local_data_dir(data_dir)

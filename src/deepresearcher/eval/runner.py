@@ -96,6 +96,13 @@ def load_eval_tasks(config: Config, data_file: str | Path | None = None) -> dict
             grouped.setdefault(task.source, []).append(task)
         wanted = [b.split(":")[0] for b in ev.benchmarks]
         keep = [b for b in wanted if b in grouped] if "benchmarks" in ev.model_fields_set else list(grouped)
+        if not keep:
+            held = ", ".join(f"{s} (rows without a data_source)" if s == "unknown" else s for s in sorted(grouped))
+            raise DataError(
+                f"{data_file} has no rows of the benchmarks eval.benchmarks asks for ({', '.join(wanted)}); "
+                f"its rows are from: {held or 'none (the file is empty)'}. Name those with --benchmarks, or give "
+                "the rows a data_source."
+            )
         return {b: grouped[b][: ev.limit] for b in keep}
     out: dict[str, list[QATask]] = {}
     for spec in ev.benchmarks:

@@ -32,6 +32,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
+from deepresearcher.text import fold_unicode
+
 __all__ = [
     "best_over_golds",
     "squad_em",
@@ -56,14 +58,6 @@ def _is_punct(ch: str) -> bool:
     return ch in _ASCII_PUNCT or unicodedata.category(ch).startswith("P")
 
 
-def _fold_unicode(text: str) -> str:
-    """Compatibility-decompose and drop combining marks: ``é`` -> ``e``, ``ﬁ`` -> ``fi``, ``１`` -> ``1``."""
-    if text.isascii():
-        return text
-    decomposed = unicodedata.normalize("NFKD", text)
-    return unicodedata.normalize("NFC", "".join(ch for ch in decomposed if not unicodedata.combining(ch)))
-
-
 @lru_cache(maxsize=65536)
 def normalize_answer(text: str) -> str:
     """Normalize an answer the SQuAD/HotpotQA way (after folding Unicode).
@@ -75,7 +69,7 @@ def normalize_answer(text: str) -> str:
     >>> normalize_answer("Türkiye’s")
     'turkiyes'
     """
-    text = _fold_unicode(text).lower().translate(_DROP_ASCII_PUNCT)
+    text = fold_unicode(text).lower().translate(_DROP_ASCII_PUNCT)
     if not text.isascii():
         text = "".join(ch for ch in text if not _is_punct(ch))
     text = _ARTICLES.sub(" ", text)

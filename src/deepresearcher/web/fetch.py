@@ -74,7 +74,8 @@ class AddressPolicy:
         try:
             literal = ipaddress.ip_address(host.strip("[]"))
         except ValueError:
-            return parsed  # a name: checked after DNS resolution, by the resolver
+            _check_host_name(url, host)
+            return parsed  # a name: its addresses are checked after DNS resolution, by the resolver
         self.check_address(host, literal)
         return parsed
 
@@ -89,6 +90,21 @@ class AddressPolicy:
                 f"host {host!r} is at {address}, a private, loopback or link-local address; refused. "
                 "Set fetch.allow_private=true (or list the host in fetch.allow_hosts) to allow it."
             )
+
+
+def _check_host_name(url: str, host: str) -> None:
+    """Refuse a host name the resolver cannot encode (an empty label, one over 63 characters).
+
+    The resolver hands the name to ``socket.getaddrinfo``, whose IDNA codec raises ``UnicodeError``
+    for such names; caught here it becomes this URL's error instead of failing the whole batch.
+    """
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        shown = host if len(host) <= 80 else f"{host[:60]}... ({len(host)} characters)"
+        raise UnsafeURLError(
+            f"{url[:100]!r}: host name {shown!r} is invalid (empty label, or a label over 63 characters)."
+        ) from None
 
 
 class _GuardedResolver(AbstractResolver):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from deepresearcher.config import Config
-from deepresearcher.web.backends.local import META_FILE, build_index
+from deepresearcher.web.backends.local import INDEX_FORMAT, build_index, index_format
 from deepresearcher.world import GENERATOR_VERSION, build_world, iter_pages
 
 logger = logging.getLogger(__name__)
@@ -42,14 +42,14 @@ def _locked(path: Path):
 def ensure_world(config: Config) -> Path:
     """The configured world's directory, with ``pages.jsonl``, tasks and ``index/``; built if missing."""
     root = world_dir(config)
-    if (root / "manifest.json").is_file() and (root / "index" / META_FILE).is_file():
+    if (root / "manifest.json").is_file() and index_format(root / "index") == INDEX_FORMAT:
         return root
     with _locked(root.parent / f".{root.name}.lock"):
         if not (root / "manifest.json").is_file():
             logger.info("building world seed=%s size=%s in %s", config.world.seed, config.world.size, root)
             build_world(config.world.seed, config.world.size, root, names_seed=config.world.names_seed,
                         background_sentences=config.world.background_sentences)
-        if not (root / "index" / META_FILE).is_file():
+        if index_format(root / "index") != INDEX_FORMAT:  # missing, or built by an older deepresearcher
             logger.info("indexing %s", root)
             build_index(iter_pages(root), root / "index")
     return root

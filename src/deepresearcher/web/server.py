@@ -17,7 +17,8 @@ to do: 4xx (bad request, missing token, replay miss) will fail on any server, so
 502/503/500 may succeed elsewhere, so the client fails over. A query or URL that fails upstream is not
 an HTTP error at all: it comes back as a result whose ``error`` field the policy reads.
 
-The environment opens once in the app's lifespan and closes (flushing the cache) after uvicorn has let
+The environment opens once in the app's lifespan (``run_server`` builds it just before, so a handler
+that cannot start says why in one line) and closes (flushing the cache) after uvicorn has let
 in-flight requests finish on shutdown.
 """
 
@@ -408,7 +409,14 @@ def run_server(
 
     sock = bind_socket(host or config.serve.host, config.serve.port if port is None else port)
     bound_host, bound_port = sock.getsockname()[:2]
-    app = create_app(config)
+    try:
+        # Built before uvicorn starts: a handler that cannot start (a missing API key, no index) stops
+        # with the one-line error every command prints, not a traceback from the ASGI lifespan.
+        environment = _default_factory(config)
+    except BaseException:
+        sock.close()
+        raise
+    app = create_app(config, lambda _config: environment)
     server = uvicorn.Server(
         uvicorn.Config(
             app,

@@ -27,6 +27,10 @@ from deepresearcher.web.types import Page, SearchHit
 logger = logging.getLogger(__name__)
 
 META_FILE = "deepresearcher-index.json"
+# 2: title and body are folded to ASCII ("Café Zürich" matches "cafe zurich"). An index of another
+# format is refused with a rebuild hint (the default world rebuilds its own).
+INDEX_FORMAT = 2
+_FOLDED = "deepresearcher_folded"  # the analyzer's name, stored in the schema
 MAX_INDEXED_CHARS = 200_000  # text beyond this is not indexed: bounds memory on giant pages
 MAX_STORED_HTML = 5_000_000  # larger pages are cut: extraction time grows with size
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -35,10 +39,26 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("url", stored=True, tokenizer_name="raw")
-    builder.add_text_field("title", stored=True)
-    builder.add_text_field("body", stored=True)
+    builder.add_text_field("title", stored=True, tokenizer_name=_FOLDED)
+    builder.add_text_field("body", stored=True, tokenizer_name=_FOLDED)
     builder.add_bytes_field("html", stored=True, indexed=False)
     return builder.build()
+
+
+def _with_analyzer(index: tantivy.Index) -> tantivy.Index:
+    """Register the title/body analyzer: tantivy's default (simple tokens, long ones dropped,
+    lowercase) plus ASCII folding, as the answer metrics fold. tantivy keeps only its name on disk,
+    so every opened index needs it again."""
+    analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40))
+                .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.ascii_fold()).build())
+    index.register_tokenizer(_FOLDED, analyzer)
+    return index
+
+
+def index_format(index_dir: str | Path) -> int | None:
+    """The format of the index in ``index_dir`` (1 for those written before formats), or None if there is none."""
+    meta = Path(index_dir) / META_FILE
+    return orjson.loads(meta.read_bytes()).get("format", 1) if meta.is_file() else None
 
 
 @dataclass
@@ -99,7 +119,7 @@ def build_index(docs: Iterable[dict], out_dir: str | Path, stats: BuildStats | N
         if old.is_file():
             old.unlink()
     started = time.perf_counter()
-    index = tantivy.Index(_schema(), path=str(out_dir))
+    index = _with_analyzer(tantivy.Index(_schema(), path=str(out_dir)))
     writer = index.writer(heap_size=heap_bytes, num_threads=1)
     for doc in docs:
         html = doc.get("html") if isinstance(doc.get("html"), str) else None
@@ -117,7 +137,8 @@ def build_index(docs: Iterable[dict], out_dir: str | Path, stats: BuildStats | N
     writer.commit()
     writer.wait_merging_threads()
     stats.seconds = time.perf_counter() - started
-    (out_dir / META_FILE).write_bytes(orjson.dumps({"documents": stats.documents, "skipped": stats.skipped,
+    (out_dir / META_FILE).write_bytes(orjson.dumps({"format": INDEX_FORMAT, "documents": stats.documents,
+                                                    "skipped": stats.skipped,
                                                     "build_seconds": round(stats.seconds, 3)}))
     return stats
 
@@ -127,13 +148,19 @@ class LocalIndex:
 
     def __init__(self, index_dir: str | Path, snippet_chars: int = 240) -> None:
         index_dir = Path(index_dir)
-        if not (index_dir / META_FILE).is_file():
+        found = index_format(index_dir)
+        if found is None:
             raise IndexNotFoundError(
                 f"No search index in {index_dir}; build one with `deepresearcher index build --corpus FILE "
                 f"--out {index_dir}` (or omit --index to use the default world)."
             )
+        if found != INDEX_FORMAT:
+            raise IndexNotFoundError(
+                f"The index in {index_dir} has format {found}; this deepresearcher reads format {INDEX_FORMAT} "
+                f"(accents folded). Rebuild it: `deepresearcher index build --corpus FILE --out {index_dir}`."
+            )
         self.dir = index_dir
-        self._index = tantivy.Index.open(str(index_dir))
+        self._index = _with_analyzer(tantivy.Index.open(str(index_dir)))
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
         self.snippet_chars = snippet_chars

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from deepresearcher.text import fold_unicode
 from deepresearcher.web.reader.base import ReadRequest
 from deepresearcher.web.reader.chunking import CHARS_PER_TOKEN, Chunk, iter_chunks
 from deepresearcher.web.types import Note
@@ -22,8 +23,8 @@ _STOPWORDS = frozenset("a an and are as at be by for from in is it of on or that
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased word tokens without stopwords."""
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+    """Lower-cased, accent-folded word tokens without stopwords ("Café" matches "cafe")."""
+    return [w for w in _WORD.findall(fold_unicode(text).lower()) if w not in _STOPWORDS]
 
 
 def bm25_scores(query: list[str], documents: list[list[str]], k1: float = 1.2, b: float = 0.75) -> list[float]:
@@ -45,8 +46,8 @@ def bm25_scores(query: list[str], documents: list[list[str]], k1: float = 1.2, b
 
 
 def normalize_note(text: str) -> str:
-    """A note's identity for de-duplication: words only, lower case."""
-    return " ".join(_WORD.findall(text.lower()))
+    """A note's identity for de-duplication: words only, lower case, accents folded."""
+    return " ".join(_WORD.findall(fold_unicode(text).lower()))
 
 
 def pick_passages(request: ReadRequest, chunks: list[Chunk], scores: list[float], top: int) -> list[Note]:
