@@ -28,6 +28,8 @@ def _thought(text: str) -> str:
 
 def pages_read(trajectory: Any) -> list[tuple[str, str]]:
     """(url, information) of every page the episode read successfully, in order, first read of each URL."""
+    from deepresearcher.agent.tools import page_notes
+
     seen: dict[str, str] = {}
     for turn in trajectory.turns:
         call = turn.tool_call
@@ -35,7 +37,7 @@ def pages_read(trajectory: Any) -> list[tuple[str, str]]:
             continue
         for page in call.observation:
             if isinstance(page, dict) and "information" in page:
-                seen.setdefault(page["url"], page["information"])
+                seen.setdefault(page["url"], page_notes(page["information"]))
     return list(seen.items())
 
 
@@ -77,6 +79,8 @@ class TraceDisplay:
         call = turn.tool_call
         if call is None:
             return
+        from deepresearcher.agent.tools import page_notes
+
         out = self.console
         if call.error:
             out.print(f"  [red]{call.error}[/]", highlight=False)
@@ -89,7 +93,7 @@ class TraceDisplay:
             elif "error" in entry:
                 out.print(f"  [red]{entry['url']}: {entry['error']}[/]", highlight=False)
             else:
-                info = entry.get("information", "")
+                info = page_notes(entry.get("information"))
                 info = info if len(info) <= _NOTE_CHARS else info[:_NOTE_CHARS] + " …"
                 out.print(f"  [magenta]notes from {entry['url']}[/]\n    {info}", highlight=False)
 
@@ -112,15 +116,18 @@ class TraceDisplay:
 async def run_research(question: str, cfg: Any, on_event: Any = None) -> Any:
     """Run one episode with the configured policy, tools and environment; return its trajectory."""
     from deepresearcher.agent.loop import RolloutTask, run_rollouts
-    from deepresearcher.agent.tools import ToolBox
+    from deepresearcher.agent.protocols import get_protocol
+    from deepresearcher.agent.template import ChatTemplate
     from deepresearcher.generate.factory import make_policy
     from deepresearcher.web import make_environment
 
+    protocol = get_protocol(cfg.agent.protocol)
     generator, tokenizer = make_policy(cfg)
     try:
         async with make_environment(cfg) as env:
             [trajectory] = await run_rollouts(
-                [RolloutTask(question=question)], generator, ToolBox(env, cfg), tokenizer, cfg.agent, on_event=on_event
+                [RolloutTask(question=question)], generator, protocol.make_toolbox(env, cfg), tokenizer, cfg.agent,
+                on_event=on_event, template=ChatTemplate(tokenizer, protocol),
             )
     finally:
         await generator.aclose()

@@ -13,7 +13,8 @@ are not there yet; a line torn by a kill is cut off first. A rerun with differen
 answers (policy, search, reader, decoding, judge) is refused instead of mixing two evals in one table.
 
 Any generator of ``agent.policy`` works (embedded SmolLM2, a checkpoint directory, vLLM, an
-OpenAI-compatible server); decoding follows ``eval.temperature`` (0: greedy) and sample ``i`` of every
+OpenAI-compatible server) and any ``agent.protocol``; decoding follows ``eval.temperature`` (0: greedy; unset:
+the protocol's) and sample ``i`` of every
 question asks the generator for seed ``eval.seed + i`` (servers honour it; local transformers
 generators draw from their own seeded generator).
 """
@@ -189,6 +190,7 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
         "date": date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config_hash": config.config_hash(),
         "policy": config.agent.policy + (f" ({config.agent.policy_model})" if config.agent.policy_model else ""),
+        "protocol": config.agent.protocol,
         "search_backend": config.search.backend,
         "search_index": str(index) if index else ("default world" if config.search.backend == "local" else None),
         "top_k": config.search.top_k,
@@ -259,14 +261,21 @@ class _SeededGenerator:
 
 
 def _eval_config(config: Config) -> Config:
-    if config.eval.samples > 1 and config.eval.temperature == 0:
+    """``config`` with the eval's temperature resolved (null: the protocol's) and put in ``agent.temperature``."""
+    from deepresearcher.agent.protocols import get_protocol
+
+    temperature = config.eval.temperature
+    if temperature is None:
+        temperature = get_protocol(config.agent.protocol).validation_temperature
+    if config.eval.samples > 1 and temperature == 0:
         raise ConfigError(
             f"eval.samples={config.eval.samples} with eval.temperature=0 gives {config.eval.samples} identical "
             "greedy rollouts; set eval.temperature (e.g. 1.0) for pass@k, or eval.samples=1."
         )
-    return config.model_copy(
-        update={"agent": config.agent.model_copy(update={"temperature": config.eval.temperature})}, deep=True
-    )
+    return config.model_copy(update={
+        "agent": config.agent.model_copy(update={"temperature": temperature}),
+        "eval": config.eval.model_copy(update={"temperature": temperature}),
+    }, deep=True)
 
 
 def _prepare_out(out: Path, config: Config) -> None:
@@ -305,8 +314,8 @@ async def _run_pending(
     policy: tuple[Generator, Any] | None = None,
 ) -> int:
     from deepresearcher.agent.loop import RolloutEngine, RolloutTask
+    from deepresearcher.agent.protocols import get_protocol
     from deepresearcher.agent.template import ChatTemplate
-    from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
     from deepresearcher.generate.factory import make_policy
     from deepresearcher.web import make_environment
 
@@ -322,10 +331,11 @@ async def _run_pending(
         max_context = getattr(generator, "max_context", None)
         if max_context and agent_cfg.context_budget > max_context:
             agent_cfg = agent_cfg.model_copy(update={"context_budget": max_context})
-        template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+        protocol = get_protocol(config.agent.protocol)
+        template = ChatTemplate(tokenizer, protocol)
         env = await stack.enter_async_context(make_environment(config))
         handle = stack.enter_context(path.open("ab"))
-        toolbox = ToolBox(env, config)
+        toolbox = protocol.make_toolbox(env, config)
         engines = {
             sample: RolloutEngine(_SeededGenerator(generator, config.eval.seed + sample), toolbox, template, agent_cfg)
             for sample in sorted({s for _, _, s in pending})

@@ -29,11 +29,12 @@ logger = logging.getLogger(__name__)
 COMPACT_SYSTEM_PROMPT = "Research the question with web_search and browse_webpage, then answer."
 
 
-def make_template(tokenizer: Any, compact_prompt: bool) -> ChatTemplate:
-    """The agent's chat template for ``tokenizer``; with ``compact_prompt`` the system turn is one line."""
-    from deepresearcher.agent.tools import TOOL_SCHEMAS
+def make_template(tokenizer: Any, compact_prompt: bool, protocol: str = "native") -> ChatTemplate:
+    """The agent's chat template for ``tokenizer`` and ``agent.protocol``; with ``compact_prompt`` the system
+    turn is one line."""
+    from deepresearcher.agent.protocols import get_protocol
 
-    template = ChatTemplate(tokenizer, list(TOOL_SCHEMAS))
+    template = ChatTemplate(tokenizer, get_protocol(protocol))
     if compact_prompt:
         template.system = COMPACT_SYSTEM_PROMPT
     return template
@@ -74,7 +75,7 @@ class WorldRollouts:
     """Episodes of a policy (or the oracle) against the configured environment, or one per world."""
 
     def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path] | None = None) -> None:
-        from deepresearcher.agent.tools import ToolBox
+        from deepresearcher.agent.protocols import get_protocol
         from deepresearcher.web import make_environment
 
         self.config = config
@@ -83,7 +84,8 @@ class WorldRollouts:
         self.loop = asyncio.new_event_loop()
         configs = [world_config(config, d) for d in world_dirs] if world_dirs else [config]
         self.envs = [make_environment(c) for c in configs]
-        self.toolboxes = [ToolBox(env, c) for env, c in zip(self.envs, configs, strict=True)]
+        protocol = get_protocol(config.agent.protocol)
+        self.toolboxes = [protocol.make_toolbox(env, c) for env, c in zip(self.envs, configs, strict=True)]
         self.calls = 0
 
     def toolbox(self, task: dict[str, Any]) -> Any:
@@ -110,7 +112,7 @@ class WorldRollouts:
             from deepresearcher.train.sampler import LocalBatchedGenerator
 
             generator = LocalBatchedGenerator(model, tokenizer, max_batch=max(len(tasks), 1), seed=seed)
-        template = make_template(tokenizer, self.compact_prompt)
+        template = make_template(tokenizer, self.compact_prompt, self.config.agent.protocol)
         by_world: dict[int, list[int]] = {}
         for i, task in enumerate(tasks):
             by_world.setdefault(task.get("world", 0), []).append(i)
@@ -137,6 +139,7 @@ class WorldRollouts:
         from search snippets (or says it cannot find the answer): demonstrations of a hasty researcher.
         """
         from deepresearcher.agent.oracle import OracleResearcher
+        from deepresearcher.agent.tools import ToolBox
         from deepresearcher.world import Task
 
         rng = random.Random(seed)
@@ -144,7 +147,8 @@ class WorldRollouts:
 
         async def run_all() -> list[Any]:
             return list(await asyncio.gather(*(
-                OracleResearcher(self.toolbox(t), use_browse=browse, terse=self.compact_prompt)
+                OracleResearcher(ToolBox(self.envs[t.get("world", 0)], self.config), use_browse=browse,
+                                 terse=self.compact_prompt)
                 .run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
                 for t, browse in zip(tasks, browses, strict=True)
             )))
@@ -160,7 +164,7 @@ class WorldRollouts:
         from deepresearcher.agent.loop import run_rollouts
         from deepresearcher.generate.scripted import ScriptedGenerator
 
-        template = make_template(tokenizer, self.compact_prompt)
+        template = make_template(tokenizer, self.compact_prompt, self.config.agent.protocol)
         # The oracle's turns are data, not samples: neither the turn limit nor the per-turn token cap may cut them.
         agent = self.config.agent.model_copy(update={"max_turns": max(self.config.agent.max_turns, 32),
                                                      "max_tokens_per_turn": self.config.agent.context_budget})
