@@ -6,7 +6,7 @@ What the checkpoint was trained to expect from its tools (``scrl/handler/handler
   ``[{"search_query", "web_page_info_list": [{"quick_summary", "title", "url"}, ...]}, ...]``; it becomes the
   rollout's *last search*.
 - ``browse_webpage`` reads only pages of the last search: every hit of it whose URL is in ``url_list``, in
-  result order (a URL found by two queries is read twice), answering ``[{"information": [{"page_number",
+  result order (a URL found by two queries is read twice; ``browse.max_urls`` does not apply), answering ``[{"information": [{"page_number",
   "page_summary"}, ...], "url"}, ...]`` with page numbers from 0. A page's parts already returned for the
   same hit are not returned again (``information: []``); a new search starts fresh.
 - Any failure (no search yet, a broken environment, bad arguments) answers ``[]``.
@@ -86,13 +86,12 @@ class DeepResearcherToolBox:
             raise LookupError("browse_webpage before any web_search")
         wanted = set(u for u in url_list if isinstance(u, str))
         chosen = [(i, url) for i, url in enumerate(context.hits) if url in wanted]
-        urls = list(dict.fromkeys(url for _, url in chosen))
+        urls = [url for _, url in chosen]  # each hit is read on its own, as the original's reading agent did
         results = await self.env.browse(context.question, urls, notes=[], queries=context.queries) if urls else []
-        pages = dict(zip(urls, results, strict=True))
         content = []
-        for hit, url in chosen:
+        for (hit, url), result in zip(chosen, results, strict=True):
             information = []
-            for number, summary in _pages(pages[url]):
+            for number, summary in _pages(result):
                 if (hit, number) not in context.used:
                     context.used.add((hit, number))
                     information.append({"page_number": number, "page_summary": summary})
