@@ -104,11 +104,13 @@ async def test_failures_answer_an_empty_list(world_env, world_config, calls, why
 
 
 def test_the_protocol_implies_the_originals_settings() -> None:
-    """32k context and ending on a malformed turn unless set; a compact observation format is refused."""
+    """32k context, ending on a malformed turn and eval at temperature 1.0 unless set; compact observations refused."""
     config = load_config(overrides=["agent.protocol=deepresearcher"])
-    assert (config.agent.context_budget, config.agent.end_on_format_error) == (32768, True)
-    assert load_config(overrides=["agent.protocol=deepresearcher", "agent.context_budget=8192"]).agent.context_budget == 8192
-    assert (load_config().agent.context_budget, load_config().agent.end_on_format_error) == (16384, False)
+    assert (config.agent.context_budget, config.agent.end_on_format_error, config.eval.temperature) == (32768, True, 1.0)
+    config = load_config(overrides=["agent.protocol=deepresearcher", "agent.context_budget=8192", "eval.temperature=0"])
+    assert (config.agent.context_budget, config.eval.temperature) == (8192, 0.0)
+    native = load_config()
+    assert (native.agent.context_budget, native.agent.end_on_format_error, native.eval.temperature) == (16384, False, 0.0)
     with pytest.raises(ConfigError, match="observation_format=compact"):
         load_config(overrides=["agent.protocol=deepresearcher", "browse.observation_format=compact"])
     with pytest.raises(ConfigError, match="agent.protocol"):

@@ -13,10 +13,9 @@ are not there yet; a line torn by a kill is cut off first. A rerun with differen
 answers (policy, search, reader, decoding, judge) is refused instead of mixing two evals in one table.
 
 Any generator of ``agent.policy`` works (embedded SmolLM2, a checkpoint directory, vLLM, an
-OpenAI-compatible server) and any ``agent.protocol``; decoding follows ``eval.temperature`` (0: greedy; unset:
-the protocol's) and sample ``i`` of every
-question asks the generator for seed ``eval.seed + i`` (servers honour it; local transformers
-generators draw from their own seeded generator).
+OpenAI-compatible server) and any ``agent.protocol``; decoding follows ``eval.temperature`` (0: greedy) and
+sample ``i`` of every question asks the generator for seed ``eval.seed + i`` (servers honour it; local
+transformers generators draw from their own seeded generator).
 """
 
 from __future__ import annotations
@@ -261,21 +260,14 @@ class _SeededGenerator:
 
 
 def _eval_config(config: Config) -> Config:
-    """``config`` with the eval's temperature resolved (null: the protocol's) and put in ``agent.temperature``."""
-    from deepresearcher.agent.protocols import get_protocol
-
-    temperature = config.eval.temperature
-    if temperature is None:
-        temperature = get_protocol(config.agent.protocol).validation_temperature
-    if config.eval.samples > 1 and temperature == 0:
+    if config.eval.samples > 1 and config.eval.temperature == 0:
         raise ConfigError(
             f"eval.samples={config.eval.samples} with eval.temperature=0 gives {config.eval.samples} identical "
             "greedy rollouts; set eval.temperature (e.g. 1.0) for pass@k, or eval.samples=1."
         )
-    return config.model_copy(update={
-        "agent": config.agent.model_copy(update={"temperature": temperature}),
-        "eval": config.eval.model_copy(update={"temperature": temperature}),
-    }, deep=True)
+    return config.model_copy(
+        update={"agent": config.agent.model_copy(update={"temperature": config.eval.temperature})}, deep=True
+    )
 
 
 def _prepare_out(out: Path, config: Config) -> None:

@@ -1,9 +1,9 @@
 """Agent protocols: everything the policy and its tools agree on, chosen by ``agent.protocol``.
 
 A protocol is the prompt the policy reads, the tool schemas it is shown, how its turns are parsed, which
-strings end a turn, how tool calls run and how their results are rendered, and the sampling temperature of
-validation. The chat template, the rollout loop and the toolbox consult the protocol they are given; none of
-them branches on a protocol's name.
+strings end a turn, and how tool calls run and how their results are rendered. The chat template, the rollout
+loop and the toolbox consult the protocol they are given; none of them branches on a protocol's name. The
+settings a protocol implies (context, eval temperature) are ``deepresearcher.config.PROTOCOL_DEFAULTS``.
 
     native           this project's protocol (the default): its own prompt, schema-checked arguments, JSON or
                      compact observations, format errors answered with an error observation
@@ -43,8 +43,6 @@ class AgentProtocol:
     """The toolbox that runs calls against an environment and renders their observations."""
     new_context: Callable[[str], Any]
     """A fresh per-rollout tool state for a question."""
-    validation_temperature: float
-    """Sampling temperature of ``eval`` unless ``eval.temperature`` is set."""
 
 
 def _native() -> AgentProtocol:
@@ -59,7 +57,6 @@ def _native() -> AgentProtocol:
         stop=("</tool_call>", "</answer>"),
         make_toolbox=tools.ToolBox,
         new_context=lambda question: tools.ToolContext(question=question),
-        validation_temperature=0.0,
     )
 
 
@@ -76,7 +73,6 @@ def _deepresearcher() -> AgentProtocol:
         stop=original.STOP,
         make_toolbox=DeepResearcherToolBox,
         new_context=lambda question: SearchContext(question=question),
-        validation_temperature=1.0,  # the original validated with its rollout temperature
     )
 
 
