@@ -40,6 +40,7 @@ echo "vLLM ready after $(( $(date +%s) - start )) s"
 
 evaluate() {  # benchmark spec, limit, output folder
   local left=$((deadline - $(date +%s)))
+  [ "$left" -gt 0 ] || { echo "Error: the time budget ran out before $1; rerun to resume" >&2; exit 1; }
   timeout "$left" deepresearcher eval --policy "vllm:http://127.0.0.1:$PORT/v1" \
     --set agent.protocol=deepresearcher --set agent.tokenizer="$MODEL" --set agent.policy_model=DeepResearcher-7b \
     --set search.backend=local --set search.index="$CORPUS/index" --set browse.reader=extractive \

@@ -191,7 +191,7 @@ class RolloutEngine:
         self._append(rollout, Segment(source="policy", token_ids=list(result.token_ids), logprobs=result.logprobs))
         rollout.last_sampled = list(result.token_ids)
         text = result.text if result.text is not None else self.template.tokenizer.decode(result.token_ids)
-        parsed = self.template.protocol.parse_turn(text)
+        parsed = self.template.protocol.parse_turn(text, self.template.tools)
         turn = TurnRecord(text=text, finish_reason=result.finish_reason, generate_seconds=round(seconds, 6))
         trajectory = rollout.trajectory
         trajectory.turns.append(turn)

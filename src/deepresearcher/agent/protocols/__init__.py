@@ -35,8 +35,9 @@ class AgentProtocol:
     """The system turn for a date (None: today, UTC)."""
     user_prompt: Callable[[str], str]
     """The user turn for a question."""
-    parse_turn: Callable[[str], ParsedTurn]
-    """One sampled turn (after the prefilled ``<think>``) to an answer, a tool call or a format error."""
+    parse_turn: Callable[[str, list[dict[str, Any]]], ParsedTurn]
+    """One sampled turn (after the prefilled ``<think>``) and the tools shown to an answer, a tool call or a
+    format error."""
     stop: tuple[str, ...]
     """Strings that end a sampled turn (the end-of-turn token always does)."""
     make_toolbox: Callable[[Environment, Config], Any]
@@ -53,7 +54,7 @@ def _native() -> AgentProtocol:
         tools=tools.TOOL_SCHEMAS,
         system_prompt=prompts.system_prompt,
         user_prompt=prompts.user_prompt,
-        parse_turn=lambda text: parsing.parse_turn(text, tools.TOOL_SCHEMAS),
+        parse_turn=parsing.parse_turn,
         stop=("</tool_call>", "</answer>"),
         make_toolbox=tools.ToolBox,
         new_context=lambda question: tools.ToolContext(question=question),

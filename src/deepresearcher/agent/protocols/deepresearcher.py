@@ -137,8 +137,10 @@ def _failure(kind: Any, message: str) -> ParsedTurn:
     return ParsedTurn(error_kind=kind, error=message)
 
 
-def parse_turn(text: str) -> ParsedTurn:
+def parse_turn(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedTurn:
     """One sampled turn (the prefilled ``<think>`` not included), judged as the original's ``parse_response``.
+
+    ``tools`` is ignored: the original's rules name its two tools themselves.
 
     Any ``<answer>`` makes it an answer turn, which needs ``</think>`` and ``</answer>``; else any
     ``<tool_call>`` makes it a call, which needs ``</tool_call>`` and ``</think>`` and a JSON object whose
