@@ -133,7 +133,7 @@ def main(argv: list[str]) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     tokenizer = load_qwen25_tokenizer(Config().resolved_cache_dir())
-    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+    template = ChatTemplate(tokenizer)
     cfg = AgentConfig(max_turns=args.turns + 1, max_concurrent_generations=10_000, max_concurrent_tools=10_000)
     workload = _workload(args.rollouts, args.turns, args.median_ms, args.sigma, args.seed)
     latencies = workload[2]

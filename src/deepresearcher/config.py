@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import platformdirs
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepresearcher.errors import ConfigError
 
@@ -312,6 +312,15 @@ class BackendsConfig(Section):
 class AgentConfig(Section):
     """The policy's side of the loop: limits of one episode, sampling, concurrency and which policy runs."""
 
+    protocol: Literal["native", "deepresearcher"] = Field(
+        "native",
+        description="What the policy and its tools agree on (prompt, tool schemas, turn parsing, observations): "
+        "`native` is this project's; `deepresearcher` is the original DeepResearcher agent's, byte for byte, to "
+        "run its checkpoints as trained (browsing limited to the last search, `[]` on tool failures, eval at "
+        "temperature 1.0; unless set, it implies `PROTOCOL_DEFAULTS`: a 32k context, the episode ending on a "
+        "malformed turn, eval at temperature 1.0).",
+    )
+
     max_turns: int = Field(10, ge=1, description="Assistant turns per episode; the episode ends with `max_turns` after.")
     max_tokens_per_turn: int = Field(2000, ge=1, description="New tokens the policy may sample in one turn.")
     context_budget: int = Field(
@@ -471,7 +480,10 @@ class EvalConfig(Section):
     limit: int | None = Field(None, ge=1, description="Questions per benchmark at most (the first ones); null: all.")
     samples: int = Field(1, ge=1, description="Rollouts per question (k of pass@k and mean@k).")
     temperature: float = Field(
-        0.0, ge=0.0, description="Sampling temperature of eval rollouts (replaces agent.temperature); 0 is greedy."
+        0.0,
+        ge=0.0,
+        description="Sampling temperature of eval rollouts (replaces agent.temperature); 0 is greedy. "
+        "`agent.protocol: deepresearcher` makes it 1.0 unless set, as the original validated.",
     )
     seed: int = Field(0, description="Base seed; sample i of every question asks the generator for seed + i.")
     concurrency: int = Field(16, ge=1, description="Rollouts in flight at once.")
@@ -485,6 +497,18 @@ class EvalConfig(Section):
         description="The judge's prompt: `deepresearcher` (the paper's MBE prompt: JSON rationale and judgement, "
         "temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0).",
     )
+
+
+PROTOCOL_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {
+    "native": {},
+    "deepresearcher": {
+        ("agent", "context_budget"): 32768,
+        ("agent", "end_on_format_error"): True,
+        ("eval", "temperature"): 1.0,
+    },
+}
+"""Settings each ``agent.protocol`` implies, applied where the config does not set them: the original
+DeepResearcher ran a 32k context, ended an episode on its first malformed turn and validated at temperature 1.0."""
 
 
 class Config(Section):
@@ -506,6 +530,28 @@ class Config(Section):
     cache_dir: Path | None = Field(
         None, description="Root of deepresearcher's cache (worlds, indexes). Default: the platform user cache dir."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_defaults(cls, data: Any) -> Any:
+        agent = data.get("agent") if isinstance(data, dict) else None
+        if not isinstance(agent, dict):
+            return data
+        data = dict(data)
+        for (section, key), value in PROTOCOL_DEFAULTS.get(agent.get("protocol", "native"), {}).items():
+            part = data.get(section) or {}
+            if isinstance(part, dict) and key not in part:
+                data[section] = {**part, key: value}
+        return data
+
+    @model_validator(mode="after")
+    def _protocol_fits(self) -> Config:
+        if self.agent.protocol == "deepresearcher" and self.browse.observation_format != "json":
+            raise ValueError(
+                "browse.observation_format=compact is the native protocol's; agent.protocol=deepresearcher renders "
+                "observations as the original did. Drop one of the two settings."
+            )
+        return self
 
     def resolved_cache_dir(self) -> Path:
         """The cache root: the configured one, or the platform's per-user cache directory."""

@@ -10,7 +10,7 @@ import pytest
 
 from deepresearcher.agent.loop import RolloutTask, run_rollouts
 from deepresearcher.agent.template import ChatTemplate
-from deepresearcher.agent.tools import TOOL_SCHEMAS, ToolBox
+from deepresearcher.agent.tools import ToolBox
 from deepresearcher.agent.trajectory import (
     Trajectory,
     load_trajectories,
@@ -95,7 +95,7 @@ async def rollout(tokenizer, toolbox, scripts: dict[str, list[str]], cfg: AgentC
     """Run one scripted rollout per script key, concurrently, and check the token contract of each."""
     questions = questions or {k: f"Question {k}: what is the capital?" for k in scripts}
     generator = RecordingGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, questions))
-    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+    template = ChatTemplate(tokenizer)
     tasks = [RolloutTask(task_id=k, question=questions[k]) for k in scripts]
     trajectories = await run_rollouts(tasks, generator, toolbox, tokenizer, cfg or AgentConfig(), template=template)
     generator.assert_consumed()
@@ -177,7 +177,7 @@ async def test_max_turns_stops_without_running_the_last_call(tokenizer, toolbox)
 
 async def test_observation_that_would_overflow_ends_cleanly(tokenizer, toolbox):
     """An observation that would not fit the context budget ends the episode instead of being cut."""
-    template = ChatTemplate(tokenizer, TOOL_SCHEMAS)
+    template = ChatTemplate(tokenizer)
     prompt_len = len(template.encode(template.prompt_text("Question big: what is the capital?")))
     cfg = AgentConfig(context_budget=prompt_len + 150, min_turn_tokens=32)
     trajectory = (await rollout(tokenizer, toolbox, {"big": [SEARCH]}, cfg))["big"]
@@ -195,7 +195,7 @@ async def test_prompt_longer_than_budget_ends_before_generating(tokenizer, toolb
 
 async def test_turn_cut_by_the_budget_ends_with_context_budget(qwen_tokenizer, toolbox):
     """A turn that runs into the budget (not the per-turn limit) ends the episode with `context_budget`."""
-    template = ChatTemplate(qwen_tokenizer, TOOL_SCHEMAS)
+    template = ChatTemplate(qwen_tokenizer)
     prompt_len = len(template.encode(template.prompt_text("Question cut: what is the capital?")))
     cfg = AgentConfig(context_budget=prompt_len + 40, min_turn_tokens=8)
     trajectory = (await rollout(qwen_tokenizer, toolbox, {"cut": ["word " * 200]}, cfg))["cut"]

@@ -54,6 +54,33 @@ async def test_trace_shows_thoughts_searches_pages_notes_and_answer(world, qwen_
     assert trajectory.answer == gold
 
 
+async def test_trace_reads_the_original_protocols_observations(world, qwen_tokenizer):
+    """Under agent.protocol=deepresearcher the trace shows the original's observations: hits, then page parts."""
+    from deepresearcher.agent.protocols import get_protocol
+    from deepresearcher.agent.template import ChatTemplate
+
+    _, config, task = world
+    config = load_config(None, ["world.size=tiny", f"cache_dir={config.cache_dir}", "agent.protocol=deepresearcher"])
+    protocol, hop = get_protocol("deepresearcher"), task.chain[0]
+    tool = lambda name, args: json.dumps({"name": name, "arguments": args})
+    console = Console(record=True, width=200)
+    async with WebEnvironment.from_config(config) as env:
+        url = (await env.search([hop.query]))[0].hits[0].url
+        generator = ScriptedGenerator(qwen_tokenizer, [
+            f" Search.</think>\n<tool_call>\n{tool('web_search', {'query': [hop.query]})}\n</tool_call>",
+            f" Read.</think>\n<tool_call>\n{tool('browse_webpage', {'url_list': [url]})}\n</tool_call>",
+            " Done.</think>\n<answer>x</answer>",
+        ])
+        [trajectory] = await run_rollouts([task], generator, protocol.make_toolbox(env, config), qwen_tokenizer,
+                                          config.agent, on_event=TraceDisplay(console),
+                                          template=ChatTemplate(qwen_tokenizer, protocol))
+    generator.assert_consumed()
+    text = console.export_text()
+    notes = trajectory.turns[1].tool_call.observation[0]["information"][0]["page_summary"]
+    for expected in (f"search {hop.query}", f"open {url}", f"notes from {url}", notes[:40], "ended: answer"):
+        assert expected in text, expected
+
+
 def test_research_with_the_embedded_model_offline(world, request, tmp_path):
     """The default policy (embedded SmolLM2) runs a whole episode offline, prints a trace, saves a token-exact trajectory.
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 import pytest
 
+from deepresearcher.agent.protocols import NATIVE
 from deepresearcher.agent.template import THINK_OPEN, ChatTemplate
 from deepresearcher.errors import ChatTemplateError
 
@@ -23,11 +25,12 @@ TOOLS = [
         },
     }
 ]
+ONE_TOOL = dataclasses.replace(NATIVE, tools=TOOLS)
 
 
 def test_prompt_is_the_templates_own_rendering_plus_think(tokenizer):
     """The prompt is exactly what apply_chat_template renders, with today's date, the tools and <think>."""
-    template = ChatTemplate(tokenizer, TOOLS, today=dt.date(2025, 4, 3))
+    template = ChatTemplate(tokenizer, ONE_TOOL, today=dt.date(2025, 4, 3))
     text = template.prompt_text("Who wrote Hamlet?")
     assert text.endswith(THINK_OPEN)
     assert "Today is 2025-04-03" in text and '"web_search"' in text and "Who wrote Hamlet?" in text
@@ -38,7 +41,7 @@ def test_prompt_is_the_templates_own_rendering_plus_think(tokenizer):
 
 def test_observation_delta_matches_full_render(tokenizer):
     """Prompt + sampled turn + observation delta decodes to the template's rendering of the whole conversation."""
-    template = ChatTemplate(tokenizer, TOOLS)
+    template = ChatTemplate(tokenizer, ONE_TOOL)
     sampled_text = ' I should search.</think>\n<tool_call>\n{"name": "web_search", "arguments": {"query": ["x"]}}\n</tool_call>'
     sampled = template.encode(sampled_text)
     observation = "hits for x"
@@ -63,7 +66,7 @@ def test_observation_delta_matches_full_render(tokenizer):
 
 def test_sampled_eos_is_not_repeated(tokenizer):
     """When the model sampled the end-of-turn token itself, the delta does not add a second one."""
-    template = ChatTemplate(tokenizer, TOOLS)
+    template = ChatTemplate(tokenizer, ONE_TOOL)
     sampled = template.encode("no action") + [tokenizer.eos_token_id]
     delta = template.observation_text("err", sampled)
     without_eos = template.observation_text("err", sampled[:-1])
@@ -73,8 +76,8 @@ def test_sampled_eos_is_not_repeated(tokenizer):
 
 def test_qwen_uses_tool_role_and_smollm2_falls_back(qwen_tokenizer, smollm2_tokenizer):
     """Qwen2.5's template renders tools itself; SmolLM2 gets them in the system prompt and a user tool turn."""
-    qwen = ChatTemplate(qwen_tokenizer, TOOLS)
-    smol = ChatTemplate(smollm2_tokenizer, TOOLS)
+    qwen = ChatTemplate(qwen_tokenizer, ONE_TOOL)
+    smol = ChatTemplate(smollm2_tokenizer, ONE_TOOL)
     assert qwen.supports_tools and not smol.supports_tools
     assert "<tools>" in smol.system and "<tools>" not in qwen.system
     assert qwen.observation_text("OBS", []).startswith("<|im_end|>\n<|im_start|>user\n<tool_response>\nOBS")
@@ -88,14 +91,14 @@ def test_tokenizer_without_chat_template_is_a_clear_error(qwen_tokenizer):
     bare = copy.copy(qwen_tokenizer)
     bare.chat_template = None
     with pytest.raises(ChatTemplateError, match="no chat template"):
-        ChatTemplate(bare, TOOLS)
+        ChatTemplate(bare, ONE_TOOL)
 
 
 def test_replacing_the_system_turn_rebuilds_the_cached_prompt(qwen_tokenizer):
     """Setting ``system`` after construction changes every later prompt (the cached shared part follows)."""
-    template = ChatTemplate(qwen_tokenizer, TOOLS)
+    template = ChatTemplate(qwen_tokenizer, ONE_TOOL)
     template.system = "Be brief."
     text = template.prompt_text("Q?")
     assert "Be brief." in text and "Today is" not in text
     assert template.prompt_ids("Q?") == template.encode(text)
-    assert ChatTemplate(qwen_tokenizer, TOOLS, system="Be brief.").prompt_text("Q?") == text
+    assert ChatTemplate(qwen_tokenizer, ONE_TOOL, system="Be brief.").prompt_text("Q?") == text

@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 
 from deepresearcher.agent.loop import RolloutTask, run_rollouts
 from deepresearcher.agent.template import ChatTemplate
-from deepresearcher.agent.tools import TOOL_SCHEMAS
 from deepresearcher.config import AgentConfig, TinyModelConfig
 from deepresearcher.inference.engine import LocalEngine
 from deepresearcher.train.tiny_model import build_tiny_checkpoint
@@ -39,7 +38,7 @@ async def test_recomputed_logprobs_match_sampling_logprobs(tmp_path):
                            intermediate_size=64, max_positions=1024)
     path = build_tiny_checkpoint(TEXTS, tmp_path / "tiny", spec, seed=5)
     generator = LocalEngine.from_pretrained(str(path), batch_wait_s=0.02, seed=1)
-    template = ChatTemplate(generator.tokenizer, TOOL_SCHEMAS, system="Research, then answer.")
+    template = ChatTemplate(generator.tokenizer, system="Research, then answer.")
     cfg = AgentConfig(max_turns=3, max_tokens_per_turn=12, temperature=1.0)
     tasks = [RolloutTask(task_id=str(i), question=f"What is the capital of place {i}?") for i in range(3)]
     trajectories = await run_rollouts(tasks, generator, NoteToolBox(), generator.tokenizer, cfg,

@@ -6,6 +6,9 @@ Each rollout moves through::
        │             │  answer / max_turns / context_budget / format_error ──►┘
        └─ context_budget (prompt alone too long) ──────────────────────────────┘
 
+What the policy reads and writes (prompt, tool schemas, turn parsing, stop strings, tool state) is the
+template's ``AgentProtocol`` (``agent.protocol``); the engine itself is the same for every protocol.
+
 Rollouts never wait for each other: while one waits on a tool, others generate. Two semaphores bound
 the load (``max_concurrent_generations``, ``max_concurrent_tools``); batching is the generator's job.
 Termination reasons (``Trajectory.termination``):
@@ -27,13 +30,13 @@ import enum
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from deepresearcher.agent.parsing import ParsedTurn, parse_turn
+from deepresearcher.agent.parsing import ParsedTurn
 from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.trajectory import (
     Segment,
@@ -45,8 +48,6 @@ from deepresearcher.config import AgentConfig
 from deepresearcher.generate.base import Generator, SamplingParams
 
 logger = logging.getLogger(__name__)
-
-STOP_STRINGS = ["</tool_call>", "</answer>"]
 
 
 class AgentState(enum.Enum):
@@ -109,18 +110,6 @@ class _Rollout:
     started: float = field(default_factory=time.perf_counter)
 
 
-def _default_context_factory() -> Callable[[str], Any]:
-    from deepresearcher.agent.tools import ToolContext
-
-    return lambda question: ToolContext(question=question)
-
-
-def _default_tools() -> list[dict[str, Any]]:
-    from deepresearcher.agent.tools import TOOL_SCHEMAS
-
-    return TOOL_SCHEMAS
-
-
 class RolloutEngine:
     """Runs episodes of one policy against one toolbox; safe to share across concurrent ``run`` calls."""
 
@@ -139,7 +128,7 @@ class RolloutEngine:
         self.template = template
         self.config = config
         self.on_event = on_event
-        self.make_context = make_context or _default_context_factory()
+        self.make_context = make_context or template.protocol.new_context
         self._episodes: collections.Counter[tuple[str, str]] = collections.Counter()
         self._generation_slots = asyncio.Semaphore(config.max_concurrent_generations)
         self._tool_slots = asyncio.Semaphore(config.max_concurrent_tools)
@@ -206,7 +195,7 @@ class RolloutEngine:
             max_tokens=min(cfg.max_tokens_per_turn, room),
             temperature=cfg.temperature,
             top_p=cfg.top_p,
-            stop=STOP_STRINGS,
+            stop=list(self.template.protocol.stop),
             session=rollout.session,  # every turn extends the last one's ids: local engines reuse the KV cache
         )
         self._emit("generate", rollout, None)
@@ -217,7 +206,7 @@ class RolloutEngine:
         self._append(rollout, Segment(source="policy", token_ids=list(result.token_ids), logprobs=result.logprobs))
         rollout.last_sampled = list(result.token_ids)
         text = result.text if result.text is not None else self.template.tokenizer.decode(result.token_ids)
-        parsed = parse_turn(text, self.template.tools)
+        parsed = self.template.protocol.parse_turn(text, self.template.tools)
         turn = TurnRecord(text=text, finish_reason=result.finish_reason, generate_seconds=round(seconds, 6))
         trajectory = rollout.trajectory
         trajectory.turns.append(turn)
@@ -276,7 +265,6 @@ async def run_rollouts(
     tokenizer: Any,
     cfg: AgentConfig,
     *,
-    tools: Sequence[dict[str, Any]] | None = None,
     on_event: EventCallback | None = None,
     make_context: Callable[[str], Any] | None = None,
     template: ChatTemplate | None = None,
@@ -285,8 +273,9 @@ async def run_rollouts(
 
     If one rollout raises (a generator failure), the others are cancelled and the error propagates.
     A generator with a ``max_context`` (a local model's window) lowers ``cfg.context_budget`` to it.
+    ``template`` (default: the native protocol's over ``tokenizer``) carries the protocol.
     """
-    template = template or ChatTemplate(tokenizer, list(tools) if tools is not None else _default_tools())
+    template = template or ChatTemplate(tokenizer)
     max_context = getattr(generator, "max_context", None)
     if max_context and cfg.context_budget > max_context:  # the model's window bounds the budget
         logger.info("context budget %d lowered to the policy's window %d", cfg.context_budget, max_context)

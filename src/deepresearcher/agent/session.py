@@ -4,8 +4,9 @@
 meets the same system turn, template and limits in each, and scores the same in each. Two choices are
 made once, here:
 
-- the system turn: the paper's instructions and tool schemas, or the one-line turn of a model trained
-  with ``train.compact_prompt`` (a model trained on one cannot follow the other);
+- the protocol (``agent.protocol``: prompt, tool schemas, parsing, toolbox) and the system turn: the
+  protocol's, or the one-line turn of a model trained with ``train.compact_prompt`` (a model trained on
+  one cannot follow the other);
 - the decoding: ``train`` samples at ``agent.temperature``; ``eval`` (evaluation and ``research``) at
   ``eval.temperature`` (0: greedy), as the quickstart's held-out evaluation does.
 
@@ -35,10 +36,11 @@ instructions, and a one-line turn keeps every episode several hundred tokens sho
 
 
 def make_template(tokenizer: Any, config: Config) -> ChatTemplate:
-    """The agent's chat template for ``tokenizer`` with the system turn ``config`` trains and evaluates with."""
-    from deepresearcher.agent.tools import TOOL_SCHEMAS
+    """The agent's chat template for ``tokenizer``, ``agent.protocol`` and the system turn ``config`` trains
+    and evaluates with."""
+    from deepresearcher.agent.protocols import get_protocol
 
-    template = ChatTemplate(tokenizer, list(TOOL_SCHEMAS))
+    template = ChatTemplate(tokenizer, get_protocol(config.agent.protocol))
     if config.train.compact_prompt:
         template.system = COMPACT_SYSTEM_PROMPT
     return template
@@ -92,13 +94,14 @@ async def open_session(
 ) -> AsyncIterator[AgentSession]:
     """A session on ``config``'s policy (or ``policy``, a ``(generator, tokenizer)`` already built) and its
     environment (``make_environment``); both are closed on exit."""
-    from deepresearcher.agent.tools import ToolBox
+    from deepresearcher.agent.protocols import get_protocol
     from deepresearcher.generate.factory import make_policy
     from deepresearcher.web import make_environment
 
     generator, tokenizer = policy if policy is not None else make_policy(config)
     try:
         async with make_environment(config) as env:
-            yield AgentSession(config, generator, tokenizer, [ToolBox(env, config)], decoding=decoding)
+            toolbox = get_protocol(config.agent.protocol).make_toolbox(env, config)
+            yield AgentSession(config, generator, tokenizer, [toolbox], decoding=decoding)
     finally:
         await generator.aclose()

@@ -20,7 +20,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from deepresearcher.agent.prompts import system_prompt, tools_section, user_prompt
+from deepresearcher.agent.prompts import tools_section
+from deepresearcher.agent.protocols import NATIVE, AgentProtocol
 from deepresearcher.errors import ChatTemplateError
 
 THINK_OPEN = "<think>"
@@ -28,13 +29,23 @@ _PLACEHOLDER = "@@DR_ASSISTANT_CONTENT@@"
 
 
 class ChatTemplate:
-    """The policy's chat template, bound to our tools and prompt."""
+    """The policy's chat template, bound to a protocol's tools and prompts."""
 
     def __init__(
-        self, tokenizer: Any, tools: list[dict[str, Any]], *, today: dt.date | None = None, system: str | None = None
+        self,
+        tokenizer: Any,
+        protocol: AgentProtocol = NATIVE,
+        *,
+        today: dt.date | None = None,
+        system: str | None = None,
     ) -> None:
-        """``system`` replaces the default system turn (the paper's prompt, dated ``today``, plus the tool
-        schemas when the template does not render them itself)."""
+        """``system`` replaces the protocol's system turn (dated ``today``, plus the tool schemas when the
+        template does not render them itself)."""
+        if not isinstance(protocol, AgentProtocol):
+            raise TypeError(
+                f"ChatTemplate takes an AgentProtocol (deepresearcher.agent.protocols.get_protocol), not "
+                f"{type(protocol).__name__}; tool schemas are the protocol's `tools`."
+            )
         template = getattr(tokenizer, "chat_template", None)
         if not template:
             name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
@@ -43,7 +54,7 @@ class ChatTemplate:
                 "model, or set `chat_template` in its tokenizer_config.json (or pick another with agent.tokenizer)."
             )
         self.tokenizer = tokenizer
-        self.tools = tools
+        self.protocol = protocol
         self._backend = getattr(tokenizer, "backend_tokenizer", None)
         probe = " Probe:\n<tool_call>{\"a\": [1]}</tool_call> text"
         if self._backend is not None and self._backend.encode(probe, add_special_tokens=False).ids != list(
@@ -51,8 +62,13 @@ class ChatTemplate:
         ):
             self._backend = None  # the Python wrapper does something the Rust tokenizer does not; use the wrapper
         self.supports_tools = "tools" in (template if isinstance(template, str) else str(template))
-        default = system_prompt(today)
-        self.system = system if system is not None else default if self.supports_tools else default + tools_section(tools)
+        default = protocol.system_prompt(today)
+        self.system = system if system is not None else default if self.supports_tools else default + tools_section(self.tools)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The protocol's tool schemas, as rendered into the prompt."""
+        return self.protocol.tools
 
     @property
     def system(self) -> str:
@@ -148,12 +164,13 @@ class ChatTemplate:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _render_prompt(self, question: str) -> str:
-        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user_prompt(question)}]
+        user = self.protocol.user_prompt(question)
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
         return self._render(messages, add_generation_prompt=True) + THINK_OPEN
 
     def prompt_text(self, question: str) -> str:
         """System and user turn, then the assistant's opening and ``<think>``."""
-        question = user_prompt(question)
+        question = self.protocol.user_prompt(question)
         if self._prompt_split is not None:
             return self._prompt_split[0] + question + self._prompt_split[1]
         return self._render_prompt(question)

@@ -101,6 +101,14 @@ def _compact(observation: list[dict[str, Any]]) -> str:
     return "\n\n".join(blocks)
 
 
+def page_notes(information: Any) -> str:
+    """A browsed page's notes as text, in either protocol's shape: the native string, or the original
+    DeepResearcher's list of ``{"page_number", "page_summary"}``."""
+    if isinstance(information, list):
+        return "\n".join(str(page.get("page_summary", "")) for page in information if isinstance(page, dict))
+    return "" if information is None else str(information)
+
+
 def _string_list(arguments: dict[str, Any], key: str, tool: str) -> list[str] | str:
     """The list of non-empty strings under ``key``, or an error message for the policy."""
     value = arguments.get(key)

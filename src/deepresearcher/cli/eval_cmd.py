@@ -21,6 +21,10 @@ _CORPUS_OUT = typer.Option(..., "--out", help="Folder for corpus.jsonl, index/ a
 
 def eval_command(
     out: Path = _OUT,
+    policy: str = typer.Option(
+        None, "--policy", help="The policy to evaluate: smollm2 | model dir | vllm:URL | vllm:<model path> | openai:URL "
+        "(agent.policy).",
+    ),
     benchmarks: str = typer.Option(
         None, "--benchmarks", "-b",
         help="Comma-separated: nq,tq,hotpotqa,2wiki,musique,bamboogle,popqa,frames,world; `name:split` picks a "
@@ -29,7 +33,9 @@ def eval_command(
     split: str = typer.Option(None, "--split", help="Split of benchmarks named without one (eval.split; default test)."),
     limit: int = typer.Option(None, "--limit", help="Questions per benchmark at most (eval.limit)."),
     samples: int = typer.Option(None, "--samples", "-k", help="Rollouts per question, for pass@k / mean@k (eval.samples)."),
-    temperature: float = typer.Option(None, "--temperature", help="0 is greedy (eval.temperature)."),
+    temperature: float = typer.Option(
+        None, "--temperature", help="0 is greedy (eval.temperature; default: the protocol's, 0 or 1.0)."
+    ),
     seed: int = typer.Option(None, "--seed", help="Base sampling seed (eval.seed)."),
     data: Path = _DATA,
     data_dir: Path = _DATA_DIR,
@@ -38,8 +44,8 @@ def eval_command(
     overrides: list[str] = SetOption,
 ) -> None:
     """Evaluate a policy on QA benchmarks: rollouts, EM/F1/cover-EM/judge, report.md and report.html."""
-    flags = {"eval.split": split, "eval.limit": limit, "eval.samples": samples, "eval.temperature": temperature,
-             "eval.seed": seed, "eval.data_dir": data_dir}
+    flags = {"agent.policy": policy, "eval.split": split, "eval.limit": limit, "eval.samples": samples,
+             "eval.temperature": temperature, "eval.seed": seed, "eval.data_dir": data_dir}
     sets = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)]
     if benchmarks:
         names = [b.strip() for b in benchmarks.split(",") if b.strip()]
@@ -95,7 +101,9 @@ def register(app: typer.Typer) -> None:
     app.command(
         "eval",
         epilog="Examples: deepresearcher eval -b hotpotqa,2wiki --limit 50 --out runs/eval-x "
-        "--set search.index=corpora/eval/index ; deepresearcher eval --data dev.parquet --dry-run --out /tmp/x",
+        "--set search.index=corpora/eval/index ; deepresearcher eval --data dev.parquet --dry-run --out /tmp/x ; "
+        "deepresearcher eval --policy vllm:models/DeepResearcher-7b --set agent.protocol=deepresearcher "
+        "-b bamboogle --out runs/eval-paper",
     )(eval_command)
     app.command("eval-corpus", epilog="Example: deepresearcher eval-corpus --out corpora/eval --data-dir "
                 "../shared/datasets")(eval_corpus)

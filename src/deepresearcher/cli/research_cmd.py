@@ -31,6 +31,8 @@ def _thought(text: str) -> str:
 
 def pages_read(trajectory: Any) -> list[tuple[str, str]]:
     """(url, information) of every page the episode read successfully, in order, first read of each URL."""
+    from deepresearcher.agent.tools import page_notes
+
     seen: dict[str, str] = {}
     for turn in trajectory.turns:
         call = turn.tool_call
@@ -38,7 +40,7 @@ def pages_read(trajectory: Any) -> list[tuple[str, str]]:
             continue
         for page in call.observation:
             if isinstance(page, dict) and "information" in page:
-                seen.setdefault(page["url"], page["information"])
+                seen.setdefault(page["url"], page_notes(page["information"]))
     return list(seen.items())
 
 
@@ -80,6 +82,8 @@ class TraceDisplay:
         call = turn.tool_call
         if call is None:
             return
+        from deepresearcher.agent.tools import page_notes
+
         out = self.console
         if call.error:
             out.print(f"  [red]{call.error}[/]", highlight=False)
@@ -92,7 +96,7 @@ class TraceDisplay:
             elif "error" in entry:
                 out.print(f"  [red]{entry['url']}: {entry['error']}[/]", highlight=False)
             else:
-                info = entry.get("information", "")
+                info = page_notes(entry.get("information"))
                 info = info if len(info) <= _NOTE_CHARS else info[:_NOTE_CHARS] + " …"
                 out.print(f"  [magenta]notes from {entry['url']}[/]\n    {info}", highlight=False)
 

@@ -91,7 +91,8 @@ def settings_lines(meta: dict[str, Any]) -> list[str]:
     """The settings behind every number, one line each."""
     decoding = "greedy" if meta["temperature"] == 0 else f"temperature {meta['temperature']}, seed {meta['seed']}"
     return [
-        f"- policy: `{meta['policy']}`; decoding: {decoding}; samples per question (k): {meta['samples']}",
+        (f"- policy: `{meta['policy']}`, protocol `{meta.get('protocol', 'native')}`; decoding: {decoding}; "
+         f"samples per question (k): {meta['samples']}"),
         f"- search: `{meta['search_backend']}` ({meta['search_index']}), top-k {meta['top_k']}; reader: `{meta['reader']}`",
         (f"- limits: {meta['max_turns']} turns, {meta['max_tokens_per_turn']} tokens per turn, "
          f"context budget {meta['context_budget']} tokens"),

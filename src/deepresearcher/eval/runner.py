@@ -13,9 +13,9 @@ are not there yet; a line torn by a kill is cut off first. A rerun with differen
 answers (policy, search, reader, decoding, judge) is refused instead of mixing two evals in one table.
 
 Any generator of ``agent.policy`` works (embedded SmolLM2, a checkpoint directory, vLLM, an
-OpenAI-compatible server); decoding follows ``eval.temperature`` (0: greedy) and sample ``i`` of every
-question asks the generator for seed ``eval.seed + i`` (servers honour it; local transformers
-generators draw from their own seeded generator).
+OpenAI-compatible server) and any ``agent.protocol``; decoding follows ``eval.temperature`` (0: greedy) and
+sample ``i`` of every question asks the generator for seed ``eval.seed + i`` (servers honour it; local
+transformers generators draw from their own seeded generator).
 """
 
 from __future__ import annotations
@@ -196,6 +196,7 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
         "date": date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "config_hash": config.config_hash(),
         "policy": config.agent.policy + (f" ({config.agent.policy_model})" if config.agent.policy_model else ""),
+        "protocol": config.agent.protocol,
         "search_backend": config.search.backend,
         "search_index": str(index) if index else ("default world" if config.search.backend == "local" else None),
         "top_k": config.search.top_k,

@@ -24,6 +24,8 @@ from typing import Any
 
 import orjson
 
+from deepresearcher.agent.tools import page_notes
+
 __all__ = ["OUTCOMES", "outcome", "render_html", "slim_record"]
 
 OUTCOMES: tuple[str, ...] = ("correct", "partial", "wrong", "no_answer")
@@ -70,7 +72,7 @@ def _observation(call: dict[str, Any]) -> list[dict[str, Any]]:
                          for h in item.get("web_page_info_list", []) if isinstance(h, dict)],
             })
         else:
-            out.append({"url": item.get("url", ""), "notes": _cut(item.get("information")), "error": item.get("error")})
+            out.append({"url": item.get("url", ""), "notes": _cut(page_notes(item.get("information"))), "error": item.get("error")})
     return out
 
 

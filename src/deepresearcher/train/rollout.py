@@ -57,7 +57,7 @@ class WorldRollouts:
     """Episodes of a policy (or the oracle) against the configured environment, or one per world."""
 
     def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path] | None = None) -> None:
-        from deepresearcher.agent.tools import ToolBox
+        from deepresearcher.agent.protocols import get_protocol
         from deepresearcher.web import make_environment
 
         self.config = config
@@ -65,7 +65,8 @@ class WorldRollouts:
         self.loop = asyncio.new_event_loop()
         configs = [world_config(config, d) for d in world_dirs] if world_dirs else [config]
         self.envs = [make_environment(c) for c in configs]
-        self.toolboxes = [ToolBox(env, c) for env, c in zip(self.envs, configs, strict=True)]
+        protocol = get_protocol(config.agent.protocol)
+        self.toolboxes = [protocol.make_toolbox(env, c) for env, c in zip(self.envs, configs, strict=True)]
         self.calls = 0
 
     def toolbox(self, task: dict[str, Any]) -> Any:
@@ -116,6 +117,7 @@ class WorldRollouts:
         from search snippets (or says it cannot find the answer): demonstrations of a hasty researcher.
         """
         from deepresearcher.agent.oracle import OracleResearcher
+        from deepresearcher.agent.tools import ToolBox
         from deepresearcher.world import Task
 
         rng = random.Random(seed)
@@ -123,7 +125,8 @@ class WorldRollouts:
 
         async def run_all() -> list[Any]:
             return list(await asyncio.gather(*(
-                OracleResearcher(self.toolbox(t), use_browse=browse, terse=self.config.train.compact_prompt)
+                OracleResearcher(ToolBox(self.envs[t.get("world", 0)], self.config), use_browse=browse,
+                                 terse=self.config.train.compact_prompt)
                 .run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
                 for t, browse in zip(tasks, browses, strict=True)
             )))

@@ -1,0 +1,92 @@
+"""Agent protocols: everything the policy and its tools agree on, chosen by ``agent.protocol``.
+
+A protocol is the prompt the policy reads, the tool schemas it is shown, how its turns are parsed, which
+strings end a turn, and how tool calls run and how their results are rendered. The chat template, the rollout
+loop and the toolbox consult the protocol they are given; none of them branches on a protocol's name. The
+settings a protocol implies (context, eval temperature) are ``deepresearcher.config.PROTOCOL_DEFAULTS``.
+
+    native           this project's protocol (the default): its own prompt, schema-checked arguments, JSON or
+                     compact observations, format errors answered with an error observation
+    deepresearcher   the original DeepResearcher agent, byte for byte, to run its checkpoints as trained
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from deepresearcher.agent.parsing import ParsedTurn
+from deepresearcher.config import Config
+from deepresearcher.errors import ConfigError
+from deepresearcher.web.interface import Environment
+
+
+@dataclass(frozen=True)
+class AgentProtocol:
+    """What one protocol fixes; see the module docstring for the registered ones."""
+
+    name: str
+    tools: list[dict[str, Any]]
+    """Tool schemas (OpenAI function format) rendered into the prompt."""
+    system_prompt: Callable[[dt.date | None], str]
+    """The system turn for a date (None: today, UTC)."""
+    user_prompt: Callable[[str], str]
+    """The user turn for a question."""
+    parse_turn: Callable[[str, list[dict[str, Any]]], ParsedTurn]
+    """One sampled turn (after the prefilled ``<think>``) and the tools shown to an answer, a tool call or a
+    format error."""
+    stop: tuple[str, ...]
+    """Strings that end a sampled turn (the end-of-turn token always does)."""
+    make_toolbox: Callable[[Environment, Config], Any]
+    """The toolbox that runs calls against an environment and renders their observations."""
+    new_context: Callable[[str], Any]
+    """A fresh per-rollout tool state for a question."""
+
+
+def _native() -> AgentProtocol:
+    from deepresearcher.agent import parsing, prompts, tools
+
+    return AgentProtocol(
+        name="native",
+        tools=tools.TOOL_SCHEMAS,
+        system_prompt=prompts.system_prompt,
+        user_prompt=prompts.user_prompt,
+        parse_turn=parsing.parse_turn,
+        stop=("</tool_call>", "</answer>"),
+        make_toolbox=tools.ToolBox,
+        new_context=lambda question: tools.ToolContext(question=question),
+    )
+
+
+def _deepresearcher() -> AgentProtocol:
+    from deepresearcher.agent.protocols import deepresearcher as original
+    from deepresearcher.agent.protocols.deepresearcher_tools import DeepResearcherToolBox, SearchContext
+
+    return AgentProtocol(
+        name="deepresearcher",
+        tools=original.TOOLS,
+        system_prompt=original.system_prompt,
+        user_prompt=original.user_prompt,
+        parse_turn=original.parse_turn,
+        stop=original.STOP,
+        make_toolbox=DeepResearcherToolBox,
+        new_context=lambda question: SearchContext(question=question),
+    )
+
+
+_FACTORIES: dict[str, Callable[[], AgentProtocol]] = {"native": _native, "deepresearcher": _deepresearcher}
+
+
+@cache
+def get_protocol(name: str = "native") -> AgentProtocol:
+    """The protocol registered under ``name`` (one object per name)."""
+    try:
+        return _FACTORIES[name]()
+    except KeyError:
+        raise ConfigError(f"Unknown agent.protocol {name!r}; choose one of: {', '.join(_FACTORIES)}.") from None
+
+
+NATIVE = get_protocol("native")

@@ -1,0 +1,190 @@
+"""The original DeepResearcher agent's protocol, byte for byte: system prompt, tool schemas, turn parsing
+and observation rendering, so the published checkpoints (``GAIR/DeepResearcher-7b``) meet what they were
+trained on.
+
+Source: github.com/GAIR-NLP/DeepResearcher, commit c93be8fd8637c1ac4a438ce730d118afd308f832, Apache
+License 2.0 (Copyright the DeepResearcher authors). The strings ``SYSTEM_PROMPT`` and the schemas ``TOOLS``
+are the ``online_search`` ones of ``scrl/llm_agent/generation.py`` (its prompt dates itself with
+``strftime("%Y-%m-%d", gmtime())``); the parsing rules restate ``LLMGenerationManager.parse_response``;
+the observation shapes are those of ``scrl/handler/handler.py`` (``handle_single_query``) after the
+handler service's Flask ``jsonify``, which sorts keys. This module is the only place these constants live;
+``tests/agent/test_protocol_golden.py`` checks them against the original's files and recorded turns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from deepresearcher.agent.parsing import ParsedTurn
+
+# Trailing spaces on two lines and the final newline are the original's; keep them.
+SYSTEM_PROMPT = (
+    "## Background information \n"
+    "* Today is {today}\n"
+    "* You are Deep AI Research Assistant\n"
+    "\n"
+    "The question I give you is a complex question that requires a *deep research* to answer.\n"
+    "\n"
+    "I will provide you with two tools to help you answer the question:\n"
+    "* A web search tool to help you perform google search. \n"
+    "* A webpage browsing tool to help you get new page content.\n"
+    "\n"
+    "You don't have to answer the question now, but you should first think about the research plan or what "
+    "to search next.\n"
+    "\n"
+    "Your output format should be one of the following two formats:\n"
+    "\n"
+    "<think>\n"
+    "YOUR THINKING PROCESS\n"
+    "</think>\n"
+    "<answer>\n"
+    "YOUR ANSWER AFTER GETTING ENOUGH INFORMATION\n"
+    "</answer>\n"
+    "\n"
+    "or\n"
+    "\n"
+    "<think>\n"
+    "YOUR THINKING PROCESS\n"
+    "</think>\n"
+    "<tool_call>\n"
+    "YOUR TOOL CALL WITH CORRECT FORMAT\n"
+    "</tool_call>\n"
+    "\n"
+    "You should always follow the above two formats strictly.\n"
+    "Only output the final answer (in words, numbers or phrase) inside the <answer></answer> tag, without any "
+    "explanations or extra information. If this is a yes-or-no question, you should only answer yes or no.\n"
+)
+
+# Key order matters: the chat template renders each schema with ``tojson`` as it is.
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "Search the web for relevant information from google. You should use this tool if the "
+            "historical page content is not enough to answer the question. Or last search result is not relevant "
+            "to the question.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "array",
+                        "items": {"type": "string", "description": "The query to search, which helps answer the question"},
+                        "description": "The queries to search",
+                    }
+                },
+                "required": ["query"],
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "browse_webpage",
+            "description": "Browse the webpage and return the content that not appeared in the conversation "
+            "history. You should use this tool if the last action is search and the search result maybe relevant "
+            "to the question.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "url_list": {
+                        "type": "array",
+                        "items": {
+                            "type": "string",
+                            "description": "The chosen url from the search result, do not use url that not appeared "
+                            "in the search result",
+                        },
+                        "description": "The chosen urls from the search result.",
+                    }
+                },
+                "required": ["url_list"],
+            },
+        },
+    },
+]
+
+MAX_QUERIES = 3
+"""Queries of one ``web_search`` call that run ("only perform first 3 search queries")."""
+
+STOP = ("</tool_call>",)
+"""The original sampled to the end-of-turn token and then re-rendered a tool-call turn as
+``<think>…</think>\\n<tool_call>\\n{…}\\n</tool_call><|im_end|>``: stopping on ``</tool_call>`` makes the kept
+turn end exactly there. An answer turn is sampled to its end, as the original did (its reward checks the tags
+of the whole turn)."""
+
+
+def system_prompt(today: dt.date | None = None) -> str:
+    """The original's system turn, dated ``today`` (the UTC date by default, as its ``gmtime()``)."""
+    day = today or dt.datetime.now(dt.timezone.utc).date()
+    return SYSTEM_PROMPT.format(today=day.isoformat())
+
+
+def user_prompt(question: str) -> str:
+    """The user turn is the question as the dataset gives it, unstripped."""
+    return question
+
+
+def _between(text: str, start: str, end: str) -> str:
+    """``text.split(start)[1].split(end)[0]``: after the first ``start``, up to the next ``start`` or ``end``."""
+    return text.split(start)[1].split(end)[0]
+
+
+def _failure(kind: Any, message: str) -> ParsedTurn:
+    return ParsedTurn(error_kind=kind, error=message)
+
+
+def parse_turn(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedTurn:
+    """One sampled turn (the prefilled ``<think>`` not included), judged as the original's ``parse_response``.
+
+    ``tools`` is ignored: the original's rules name its two tools themselves.
+
+    Any ``<answer>`` makes it an answer turn, which needs ``</think>`` and ``</answer>``; else any
+    ``<tool_call>`` makes it a call, which needs ``</tool_call>`` and ``</think>`` and a JSON object whose
+    ``name`` is a tool and whose ``arguments`` hold a ``query`` list (``web_search``) or a non-empty
+    ``url_list`` list (``browse_webpage``); other arguments pass. Every failure ends the episode there.
+    """
+    content = "<think>" + text
+    if "<answer>" in content:
+        if "</think>" not in content or "</answer>" not in content:
+            return _failure("unclosed_answer", "An answer turn needs both </think> and </answer>.")
+        return ParsedTurn(answer=_between(content, "<answer>", "</answer>").strip())
+    if "<tool_call>" not in content:
+        return _failure("no_action", "The turn has neither <answer> nor <tool_call>.")
+    if "</tool_call>" not in content or "</think>" not in content:
+        return _failure("unclosed_tool_call", "A tool-call turn needs both </think> and </tool_call>.")
+    try:
+        call = json.loads(_between(content, "<tool_call>", "</tool_call>"))
+    except json.JSONDecodeError as exc:
+        return _failure("bad_json", f"The tool call is not JSON ({exc.msg}).")
+    if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
+        return _failure("missing_name", 'The tool call needs "name" and "arguments".')
+    name, arguments = call["name"], call["arguments"]
+    if name not in ("web_search", "browse_webpage"):
+        return _failure("unknown_tool", f"There is no tool named {name!r}.")
+    key = "query" if name == "web_search" else "url_list"
+    if not isinstance(arguments, dict) or not isinstance(arguments.get(key), list):
+        return _failure("bad_arguments", f'{name} needs "{key}" as a list.')
+    if name == "browse_webpage" and not arguments[key]:
+        return _failure("bad_arguments", "url_list must hold at least one URL.")
+    return ParsedTurn(tool_name=name, arguments=arguments)
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [_sorted(item) for item in value]
+    return value
+
+
+def render_observation(content: list[dict[str, Any]]) -> str:
+    """A tool result as the original's policy read it: Python ``str()`` of the key-sorted JSON.
+
+    The handler service answered through Flask's ``jsonify`` (keys sorted), the trainer put the decoded list
+    itself in the ``tool`` message, and the chat template printed it with ``str()``, quotes and all.
+    """
+    return str(_sorted(content))
