@@ -25,7 +25,9 @@ from deepresearcher.inference.engine import LocalEngine
 
 def _generator(embedded: bool, workdir: Path, batch: int) -> LocalEngine:
     if embedded:
-        return LocalEngine.embedded(cache_dir=Config().resolved_cache_dir(), max_batch_size=batch)
+        from deepresearcher.inference.loader import load_model
+
+        return LocalEngine(*load_model("smollm2", Config().resolved_cache_dir()), max_batch_size=batch)
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
     texts = ["the capital of freedonia is fredville", "who founded the velmora works company"] * 50
