@@ -12,7 +12,7 @@ import pytest
 
 from deepresearcher.config import Config
 from deepresearcher.eval.report import write_reports
-from deepresearcher.eval.viewer import outcome, slim_record
+from deepresearcher.reports import outcome, slim_record
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = "</script><script>document.title='owned'</script><b id=evil>x</b>"
