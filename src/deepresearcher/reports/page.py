@@ -98,7 +98,7 @@ class ReportPage:
         for heading, table in self.tables.items():
             parts.append((f"<h2>{html.escape(heading)}</h2>" if heading else "") + table.html())
         if self.settings:
-            parts.append("<ul class=meta>" + "".join(f"<li>{_inline(line)}</li>" for line in self.settings) + "</ul>")
+            parts.append("<h2>Settings</h2><ul class=meta>" + "".join(f"<li>{_inline(line)}</li>" for line in self.settings) + "</ul>")
         if self.images:
             parts.append("<h2>Curves</h2><div class=plots>" + "".join(
                 f'<img src="{html.escape(name)}" alt="{html.escape(Path(name).stem)}">' for name in self.images) + "</div>")
