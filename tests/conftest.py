@@ -135,3 +135,22 @@ def reference_functions(reference_path):
         return types.SimpleNamespace(**{k: v for k, v in namespace.items() if not k.startswith("__")})
 
     return load
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """``chromium(profile_dir, *args)``: headless Debian Chromium (``--dump-dom URL``, ``--screenshot``); skips without it."""
+    import shutil
+    import subprocess
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--virtual-time-budget=3000"]
+
+    def run(profile: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([binary, *flags, f"--user-data-dir={profile}", *args], check=False,
+                              capture_output=True, text=True, timeout=120)
+
+    return run

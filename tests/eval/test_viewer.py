@@ -4,17 +4,14 @@ model text cannot inject markup, and a screenshot is saved. Skipped where Debian
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from deepresearcher.config import Config
 from deepresearcher.eval.report import write_reports
-from deepresearcher.eval.viewer import outcome, slim_record
+from deepresearcher.reports import outcome, slim_record
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 EVIL = "</script><script>document.title='owned'</script><b id=evil>x</b>"
 
 
@@ -67,23 +64,15 @@ def test_the_file_is_self_contained(report):
     assert "cdn" not in text.lower()
 
 
-def _chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             "--virtual-time-budget=3000"]
-    return subprocess.run([CHROMIUM, *flags, *args], check=False, capture_output=True, text=True, timeout=120)
-
-
 def _visible(dom: str) -> list[str]:
     tags = re.findall(r"<details[^>]*>", dom)
     return [t for t in tags if " hidden" not in t]
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
-def test_renders_filters_and_screenshots_in_headless_chromium(report, tmp_path):
+def test_renders_filters_and_screenshots_in_headless_chromium(report, tmp_path, chromium):
     """All 4 rollouts render; #bench=hotpotqa&outcome=partial leaves one; injected markup stays text."""
     url = report.resolve().as_uri()
-    full = _chromium(tmp_path / "p1", "--dump-dom", url)
+    full = chromium(tmp_path / "p1", "--dump-dom", url)
     assert full.returncode == 0, full.stderr[-2000:]
     dom = full.stdout
     assert len(_visible(dom)) == 4 and 'id="shown">4<' in dom
@@ -91,18 +80,18 @@ def test_renders_filters_and_screenshots_in_headless_chromium(report, tmp_path):
     assert 'id="evil"' not in dom and "owned" not in dom.split("<title>")[1].split("</title>")[0]
     assert "&lt;/script&gt;" in dom  # the question's markup is shown as text
 
-    filtered = _chromium(tmp_path / "p2", "--dump-dom", url + "#bench=hotpotqa&outcome=partial").stdout
+    filtered = chromium(tmp_path / "p2", "--dump-dom", url + "#bench=hotpotqa&outcome=partial").stdout
     visible = _visible(filtered)
     assert len(visible) == 1 and 'data-bench="hotpotqa"' in visible[0] and 'data-outcome="partial"' in visible[0]
     assert 'id="shown">1<' in filtered
-    assert len(_visible(_chromium(tmp_path / "p3", "--dump-dom", url + "#outcome=no_answer").stdout)) == 1
+    assert len(_visible(chromium(tmp_path / "p3", "--dump-dom", url + "#outcome=no_answer").stdout)) == 1
 
-    opened = _chromium(tmp_path / "p4", "--dump-dom", url + "#bench=hotpotqa&open=1").stdout
+    opened = chromium(tmp_path / "p4", "--dump-dom", url + "#bench=hotpotqa&open=1").stdout
     assert opened.count("<details") == 4 and opened.count(" open=") == 2
     assert "search: Who directed Ed Wood?" in opened and "notes from the page" in opened and "Tim Burton" in opened
     assert "EM 100 · F1 100 · cover-EM 100" in opened
 
     shot = tmp_path / "report.png"  # kept in pytest's tmp dir for a look
-    _chromium(tmp_path / "p5", f"--screenshot={shot}", "--window-size=1200,1400", url + "#bench=hotpotqa&open=1")
+    chromium(tmp_path / "p5", f"--screenshot={shot}", "--window-size=1200,1400", url + "#bench=hotpotqa&open=1")
     assert shot.is_file() and shot.stat().st_size > 5000
     print(f"screenshot: {shot}")

@@ -8,7 +8,7 @@ from deepresearcher.eval.aggregate import pass_at_k, summarize
 from deepresearcher.eval.corpus import CorpusReport, build_eval_corpus, wiki_url
 from deepresearcher.eval.dryrun import DryRunReport, dry_run
 from deepresearcher.eval.judge import JUDGE_PROMPTS, MBE_PROMPT, REARTER_PROMPT, Judge, Verdict, parse_verdict
-from deepresearcher.eval.report import markdown_table, metrics_document, write_reports
+from deepresearcher.eval.report import markdown_table, metrics_document, render_html, write_reports
 from deepresearcher.eval.runner import (
     TRAJECTORIES,
     EvalResult,
@@ -16,7 +16,7 @@ from deepresearcher.eval.runner import (
     read_records,
     run_eval,
 )
-from deepresearcher.eval.viewer import outcome, render_html
+from deepresearcher.reports import outcome
 
 __all__ = [
     "JUDGE_PROMPTS",

@@ -8,11 +8,15 @@ top-k, reader, judge model, date and config hash, so a number copied anywhere st
      "search_backend": "local", "top_k": 10, "reader": "extractive", "judge_model": null,
      "date": "...", "config_hash": "3f9c1d2ab0e4", ...}
 
-Metrics are fractions in JSON and percentages in the reports.
+Metrics are fractions in JSON and percentages in the reports. ``report.html`` is the shared report
+page (``deepresearcher.reports``): this table, the settings, and every trajectory in the viewer.
+
+Imports run one way: ``eval.runner`` -> ``eval.report`` -> ``eval.aggregate``, ``reports``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,9 @@ import orjson
 
 from deepresearcher.config import Config
 from deepresearcher.eval.aggregate import METRICS, summarize
+from deepresearcher.reports import ReportPage, Table
 
-__all__ = ["markdown_table", "metrics_document", "write_reports"]
+__all__ = ["markdown_table", "metrics_document", "metrics_table", "render_html", "report_meta", "write_reports"]
 
 _LABELS = {
     "em": "EM (folded)",
@@ -37,11 +42,33 @@ _META_KEYS = ("search_backend", "search_index", "top_k", "reader", "judge_model"
               "config_hash")
 
 
+def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
+    """The settings every reported number carries."""
+    judge = config.eval.judge
+    index = config.search.index
+    return {
+        "date": date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "config_hash": config.config_hash(),
+        "policy": config.agent.policy + (f" ({config.agent.policy_model})" if config.agent.policy_model else ""),
+        "protocol": config.agent.protocol,
+        "search_backend": config.search.backend,
+        "search_index": str(index) if index else ("default world" if config.search.backend == "local" else None),
+        "top_k": config.search.top_k,
+        "reader": config.browse.reader + (f" ({config.reader_llm.kind})" if config.browse.reader == "llm" else ""),
+        "judge_model": (judge.model or judge.kind) if judge else None,
+        "judge_prompt": config.eval.judge_prompt if judge else None,
+        "samples": config.eval.samples,
+        "temperature": config.eval.temperature,
+        "seed": config.eval.seed,
+        "max_turns": config.agent.max_turns,
+        "max_tokens_per_turn": config.agent.max_tokens_per_turn,
+        "context_budget": config.agent.context_budget,
+    }
+
+
 def metrics_document(records: list[dict[str, Any]], config: Config, order: list[str] | None = None,
                      date: str | None = None) -> dict[str, Any]:
     """The content of ``metrics.json``."""
-    from deepresearcher.eval.runner import report_meta
-
     meta = report_meta(config, date)
     k = config.eval.samples
     table = summarize(records, k, order)
@@ -65,20 +92,25 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}"
 
 
-def markdown_table(document: dict[str, Any]) -> str:
+def metrics_table(document: dict[str, Any]) -> Table:
     """The report's table: one row per benchmark and the average; pass@k columns when k > 1."""
     k = document["meta"]["samples"]
     columns = [(m, _LABELS[m]) for m in METRICS]
     if k > 1:
         columns += [(f"pass@{k}_{m}", f"pass@{k} {_LABELS[m]}") for m in ("cover_em", "judge")]
-    lines = ["| benchmark | n | " + " | ".join(label for _, label in columns) + " | answered | turns |",
-             "|---|---:|" + "---:|" * len(columns) + "---:|---:|"]
-    rows = [*document["benchmarks"].items(), ("**average**", document["average"])]
-    for name, row in rows:
-        cells = [_pct(row.get(key)) for key, _ in columns]
+
+    def cells(name: str, row: dict[str, Any]) -> list[str]:
         turns = "—" if row.get("turns") is None else f"{row['turns']:.1f}"
-        lines.append(f"| {name} | {row['questions']} | " + " | ".join(cells) + f" | {_pct(row.get('answered'))} | {turns} |")
-    return "\n".join(lines)
+        return [name, str(row["questions"]), *(_pct(row.get(key)) for key, _ in columns), _pct(row.get("answered")), turns]
+
+    return Table(["benchmark", "n", *(label for _, label in columns), "answered", "turns"],
+                 [cells(name, row) for name, row in document["benchmarks"].items()],
+                 total=cells("average", document["average"]))
+
+
+def markdown_table(document: dict[str, Any]) -> str:
+    """``metrics_table`` in Markdown, as ``report.md`` and the terminal show it."""
+    return metrics_table(document).markdown()
 
 
 def _judge_line(meta: dict[str, Any]) -> str:
@@ -88,25 +120,34 @@ def _judge_line(meta: dict[str, Any]) -> str:
 
 
 def settings_lines(meta: dict[str, Any]) -> list[str]:
-    """The settings behind every number, one line each."""
+    """The settings behind every number, one line each (Markdown, without the list bullet)."""
     decoding = "greedy" if meta["temperature"] == 0 else f"temperature {meta['temperature']}, seed {meta['seed']}"
     return [
-        (f"- policy: `{meta['policy']}`, protocol `{meta.get('protocol', 'native')}`; decoding: {decoding}; "
+        (f"policy: `{meta['policy']}`, protocol `{meta.get('protocol', 'native')}`; decoding: {decoding}; "
          f"samples per question (k): {meta['samples']}"),
-        f"- search: `{meta['search_backend']}` ({meta['search_index']}), top-k {meta['top_k']}; reader: `{meta['reader']}`",
-        (f"- limits: {meta['max_turns']} turns, {meta['max_tokens_per_turn']} tokens per turn, "
+        f"search: `{meta['search_backend']}` ({meta['search_index']}), top-k {meta['top_k']}; reader: `{meta['reader']}`",
+        (f"limits: {meta['max_turns']} turns, {meta['max_tokens_per_turn']} tokens per turn, "
          f"context budget {meta['context_budget']} tokens"),
-        f"- judge: {_judge_line(meta)}",
-        "- metrics: *folded* = SQuAD normalization after Unicode folding; *SQuAD* = the official script; "
+        f"judge: {_judge_line(meta)}",
+        "metrics: *folded* = SQuAD normalization after Unicode folding; *SQuAD* = the official script; "
         "*DeepResearcher* = the paper's F1 (punctuation to spaces, articles kept, token sets, its tag check)",
-        f"- date: {meta['date']}; config hash: `{meta['config_hash']}`",
+        f"date: {meta['date']}; config hash: `{meta['config_hash']}`",
     ]
+
+
+def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    """``report.html``: the table, its settings and every rollout in the trajectory viewer."""
+    meta = document["meta"]
+    return ReportPage(
+        "deepresearcher evaluation",
+        notes=[f"Metrics in percent (mean@{meta['samples']}); the average row is the unweighted mean over benchmarks."],
+        tables={"": metrics_table(document)}, settings=settings_lines(meta), records=records,
+        doc_title=f"deepresearcher eval {meta['config_hash']}",
+    ).html()
 
 
 def write_reports(out: Path, records: list[dict[str, Any]], config: Config, order: list[str] | None = None) -> dict[str, Any]:
     """Write metrics.json, report.md and report.html into ``out``; return the metrics document."""
-    from deepresearcher.eval.viewer import render_html
-
     document = metrics_document(records, config, order)
     (out / "metrics.json").write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     k = document["meta"]["samples"]
@@ -118,7 +159,7 @@ def write_reports(out: Path, records: list[dict[str, Any]], config: Config, orde
         "",
         markdown_table(document),
         "",
-        *settings_lines(document["meta"]),
+        *(f"- {line}" for line in settings_lines(document["meta"])),
         "",
     ]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")

@@ -6,7 +6,7 @@ One output folder, no renaming between steps::
     <out>/trajectories.jsonl   one scored rollout per line, appended the moment it ends
     <out>/metrics.json         the table, every number with its settings (see ``report.py``)
     <out>/report.md            the table as Markdown
-    <out>/report.html          the table plus every trajectory as a conversation (``viewer.py``)
+    <out>/report.html          the table plus every trajectory as a conversation (``deepresearcher.reports``)
 
 Resume: a rerun reads ``trajectories.jsonl`` and runs only the (benchmark, task id, sample) keys that
 are not there yet; a line torn by a kill is cut off first. A rerun with different settings that change
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import logging
 import os
 from collections.abc import Callable
@@ -35,6 +34,7 @@ import orjson
 from deepresearcher.config import Config, LLMClientConfig, dump_config
 from deepresearcher.data import QATask, load_benchmark, load_file
 from deepresearcher.errors import ConfigError, DataError
+from deepresearcher.eval.report import write_reports
 from deepresearcher.generate.base import GenerationResult, Generator, SamplingParams
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "data_file_split",
     "load_eval_tasks",
     "read_records",
-    "report_meta",
     "run_eval",
     "score_trajectory",
 ]
@@ -186,30 +185,6 @@ def settings_conflicts(saved: dict[str, Any], config: Config) -> list[str]:
     """
     old, new = _answer_settings(saved), _answer_settings(config.model_dump(mode="json"))
     return [f"{k}: {old[k]!r} -> {new[k]!r}" for k in old if k in new and old[k] != new[k]]
-
-
-def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
-    """The settings every reported number carries."""
-    judge = config.eval.judge
-    index = config.search.index
-    return {
-        "date": date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "config_hash": config.config_hash(),
-        "policy": config.agent.policy + (f" ({config.agent.policy_model})" if config.agent.policy_model else ""),
-        "protocol": config.agent.protocol,
-        "search_backend": config.search.backend,
-        "search_index": str(index) if index else ("default world" if config.search.backend == "local" else None),
-        "top_k": config.search.top_k,
-        "reader": config.browse.reader + (f" ({config.reader_llm.kind})" if config.browse.reader == "llm" else ""),
-        "judge_model": (judge.model or judge.kind) if judge else None,
-        "judge_prompt": config.eval.judge_prompt if judge else None,
-        "samples": config.eval.samples,
-        "temperature": config.eval.temperature,
-        "seed": config.eval.seed,
-        "max_turns": config.agent.max_turns,
-        "max_tokens_per_turn": config.agent.max_tokens_per_turn,
-        "context_budget": config.agent.context_budget,
-    }
 
 
 # ---------------------------------------------------------------------------------------------- scoring
@@ -366,8 +341,6 @@ def run_eval(
     already in memory); the eval closes the generator when it ends, as it does one it built, so pass a
     fresh one per call. ``agent.policy`` is still what the report names.
     """
-    from deepresearcher.eval.report import write_reports
-
     _check_decoding(config)
     out = Path(out)
     tasks = load_eval_tasks(config, data_file)

@@ -198,7 +198,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         "timings_s": timings,
         "total_s": round(sum(timings.values()), 1),
     }
-    notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}. Step times (s): {timings}."]
+    notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}; {summary['total_s']:.0f} s in all (step times below)."]
     if after_grpo is not None:
         gain, se = paired_gain(after_sft, after_grpo)
         summary.update(after_grpo=after_grpo.by_type()["all"], f1_gain=gain, f1_gain_se=se)
@@ -208,7 +208,9 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
     rows = [{"stage": stage, "type": kind, **s} for stage, res in stages for kind, s in res.by_type().items()]
     run.write_json("summary.json", summary)
-    write_report(run, title=f"deepresearcher quickstart ({cfg.run_name})", tables={"Held-out evaluation": rows}, notes=notes)
+    times = [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
+    write_report(run, title=f"deepresearcher quickstart ({cfg.run_name})",
+                 tables={"Held-out evaluation": rows, "Step times": times}, notes=notes)
     say(f"report: {run.root / 'report.html'}")
     return summary
 

@@ -1,17 +1,25 @@
-"""``report.html`` of a run: learning curves as PNGs, evaluation tables, and example trajectories.
+"""``report.html`` of a training run: notes, tables, settings, learning curves and trajectories.
 
-Built only from files in the run directory (metrics.jsonl, samples/), so it can be regenerated at any
-time, also for a run that was stopped, with ``write_report(RunDir(path))``.
+The page is the one every report uses (``deepresearcher.reports.ReportPage``), so a run's episodes are
+browsed in the same trajectory viewer as an eval's. It is built from the run directory (config.yaml,
+metrics.jsonl, the first and last step's ``samples/``) plus what the caller passes: tables, notes and
+held-out episodes (``trajectory_record``). It can be regenerated at any time, also for a run that was
+stopped, with ``write_report(RunDir(path))``.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from deepresearcher.agent.trajectory import Trajectory
+from deepresearcher.reports import ReportPage, Table
 from deepresearcher.train.run_dir import RunDir, read_metrics
+
+__all__ = ["CURVES", "plot_curves", "run_settings", "sample_records", "trajectory_record", "write_report"]
 
 # metric key in metrics.jsonl -> plot title
 CURVES: dict[str, str] = {
@@ -66,39 +74,45 @@ def plot_curves(run: RunDir) -> list[Path]:
     return written
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "<p>(none)</p>"
-    cols = list(rows[0])
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>" for r in rows
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
+def trajectory_record(trajectory: Trajectory, group: str, **scores: Any) -> dict[str, Any]:
+    """One episode as the trajectory viewer reads it; ``scores`` (f1, em, reward, ...) override its metadata's."""
+    scores = {**trajectory.metadata, **scores}
+    return {
+        "group": group, "task_id": trajectory.task_id, "question": trajectory.question, "golds": trajectory.golds,
+        "answer": trajectory.answer, "termination": trajectory.termination,
+        **{key: scores.get(key) for key in ("reward", "f1", "em")},
+        "format_ok": None if scores.get("format_error") is None else not scores["format_error"],
+        "trajectory": trajectory.model_dump(mode="json", exclude={"segments"}),
+    }
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return html.escape(str(value))
-
-
-def _examples(run: RunDir, limit: int) -> str:
+def sample_records(run: RunDir, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` sampled episodes of the first and of the last step that wrote ``samples/``."""
     files = sorted(run.samples_dir.glob("step_*.jsonl")) if run.samples_dir.exists() else []
-    if not files:
-        return "<p>(no sampled trajectories)</p>"
-    parts = [f"<p>From {html.escape(files[-1].name)}.</p>"]
-    for line in files[-1].read_text(encoding="utf-8").splitlines()[:limit]:
-        t = json.loads(line)
-        meta = t.get("metadata", {})
-        turns = "\n".join(turn.get("text", "") for turn in t.get("turns", []))
-        parts.append(
-            f"<h4>{html.escape(t.get('question', ''))}</h4>"
-            f"<p>gold: {html.escape(' | '.join(t.get('golds', [])))} · answer: {html.escape(str(t.get('answer')))}"
-            f" · reward: {_fmt(meta.get('reward'))} · ended: {html.escape(t.get('termination', ''))}</p>"
-            f"<pre>{html.escape(turns)}</pre>"
-        )
-    return "\n".join(parts)
+    records = []
+    for path in dict.fromkeys(files[:1] + files[-1:]):
+        step = int(path.stem.split("_")[1])
+        for line in path.read_text(encoding="utf-8").splitlines()[:limit]:
+            records.append(trajectory_record(Trajectory.model_validate(json.loads(line)), f"GRPO samples, step {step}"))
+    return records
+
+
+def run_settings(run: RunDir) -> list[str]:
+    """The settings behind the run's numbers, one line each, from its ``config.yaml``."""
+    path = run.root / "config.yaml"
+    if not path.is_file():
+        return []
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    train, world, agent = config.get("train", {}), config.get("world", {}), config.get("agent", {})
+    return [
+        f"model: `{train.get('model') or 'tiny Qwen2 from scratch (train.tiny_model)'}`; world: {world.get('size')} "
+        f"(seed {world.get('seed')}), {train.get('num_worlds', 1)} training world(s)",
+        f"GRPO: {train.get('max_steps')} steps of {train.get('prompts_per_step')} prompts x {train.get('group_size')} "
+        f"rollouts; learning rate {train.get('learning_rate')}, KL coefficient {train.get('kl_coef')}",
+        f"rollouts: {agent.get('max_turns')} turns, {agent.get('max_tokens_per_turn')} tokens per turn, temperature "
+        f"{agent.get('temperature')}; search top-k {config.get('search', {}).get('top_k')}; "
+        f"reader `{config.get('browse', {}).get('reader')}`",
+    ]
 
 
 def write_report(
@@ -106,26 +120,22 @@ def write_report(
     title: str = "deepresearcher run",
     tables: dict[str, list[dict[str, Any]]] | None = None,
     notes: list[str] | None = None,
-    examples: int = 3,
+    examples: int = 4,
+    trajectories: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write ``report.html`` (and its PNGs) into the run directory; ``tables`` maps a heading to rows."""
-    images = plot_curves(run)
-    sections = [f"<h1>{html.escape(title)}</h1>"]
-    for note in notes or []:
-        sections.append(f"<p>{html.escape(note)}</p>")
-    for heading, rows in (tables or {}).items():
-        sections.append(f"<h2>{html.escape(heading)}</h2>{_table(rows)}")
-    if images:
-        sections.append("<h2>Curves</h2>")
-        sections.extend(f'<img src="{p.name}" alt="{p.stem}">' for p in images)
-    sections.append(f"<h2>Example trajectories</h2>{_examples(run, examples)}")
-    style = (
-        "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}pre{background:#f6f6f6;padding:8px;"
-        "white-space:pre-wrap}img{margin:4px}"
+    """Write ``report.html`` (and its PNGs) into the run directory.
+
+    ``tables`` maps a heading to rows (dicts: one column per key); ``examples`` is how many sampled
+    episodes of the first and last step to show; ``trajectories`` are more episodes for the viewer,
+    e.g. held-out ones (``trajectory_record(trajectory, "after GRPO", **scores)``).
+    """
+    page = ReportPage(
+        title,
+        notes=list(notes or []),
+        tables={heading: Table.from_records(rows) for heading, rows in (tables or {}).items()},
+        settings=run_settings(run),
+        images=[path.name for path in plot_curves(run)],
+        records=sample_records(run, examples) + list(trajectories or []),
+        group_label="episodes",
     )
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>" \
-        f"<style>{style}</style></head><body>{''.join(sections)}</body></html>"
-    path = run.root / "report.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    return page.write(run.root / "report.html")

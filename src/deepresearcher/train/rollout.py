@@ -116,7 +116,7 @@ class WorldRollouts:
         A seeded ``snippet_only_fraction`` of them come from the oracle that never browses and answers
         from search snippets (or says it cannot find the answer): demonstrations of a hasty researcher.
         """
-        from deepresearcher.agent.oracle import OracleResearcher
+        from deepresearcher.train.oracle import OracleResearcher
         from deepresearcher.agent.tools import ToolBox
         from deepresearcher.world import Task
 

@@ -7,7 +7,7 @@
       checkpoints/           trainer checkpoints (model, optimizer, RNG, data position) for --resume
       model/                 the final policy, loadable with from_pretrained
       tensorboard/           TensorBoard event files (tensorboard --logdir runs)
-      report.html, *.png     curves and example trajectories (``deepresearcher.train.report``)
+      report.html, *.png     the report page: tables, settings, curves, episodes (``deepresearcher.train.report``)
       summary.json           quickstart: the held-out evaluation summary and step times
       eval_after_*.jsonl     quickstart: per-task scores of each evaluation (for paired comparisons)
 """

@@ -22,6 +22,24 @@ DIRECTORY = "https://orgfinder.io/directory/"
 CATALOGUE = "https://reelbase.com/title/"
 
 
+# How pages label the facts they state. Rendering reads these tables and so does the scripted oracle
+# (``train/oracle.py``), so the oracle reads a page by the labels it was written with, never by a copy.
+INFOBOX_LABELS: dict[str, str] = {
+    "born_in": "Place of birth", "birth_year": "Year of birth", "occupation": "Profession",
+    "country": "Nation", "population": "Inhabitants",
+    "founded_by": "Started by", "headquarters": "Head office", "founded_year": "Established",
+    "creator": "By", "release_year": "Year",
+    "held_in": "Venue city", "organizer": "Run by",
+}
+"""An encyclopedia article's infobox row label for each relation of its subject."""
+LIST_TITLES: dict[str, str] = {"born_in": "Notable people from {v}", "country": "List of cities in {v}"}
+"""List pages whose title names the value ``{v}`` of this relation that every listed subject shares."""
+LIST_ENTRIES: dict[str, str] = {"birth_year": "{s} (born {v})"}
+"""How a list page's entry for subject ``{s}`` states the value ``{v}`` of this relation."""
+LIST_COLUMNS: dict[str, tuple[str, str]] = {"population": ("City", "Population")}
+"""List tables whose rows give a subject in the first column and this relation's value in the second."""
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
 
@@ -101,6 +119,11 @@ def _infobox(rows: list[tuple[str, str | None]]) -> str:
     return f'<table class="infobox">{cells}</table>'
 
 
+def _labelled(**values: str | None) -> list[tuple[str, str | None]]:
+    """Infobox rows for relation values, labelled from ``INFOBOX_LABELS``."""
+    return [(INFOBOX_LABELS[relation], value) for relation, value in values.items()]
+
+
 def _paragraphs(sentences: list[str]) -> str:
     return "\n".join(f"<p>{_e(s)}</p>" for s in sentences if s)
 
@@ -146,13 +169,13 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
             facts.append(f"They founded {', '.join(founded)}.")
         if created:
             facts.append(f"They are the creator of {', '.join(created)}.")
-        box = _infobox([("Place of birth", city), ("Year of birth", year), ("Profession", job)])
+        box = _infobox(_labelled(born_in=city, birth_year=year, occupation=job))
     elif entity.kind == "city":
         country, pop = v("country"), v("population")
         lead = f"{name} is a settlement with a long and eventful history."
         facts = [f"The city lies in {country}." if country else "",
                  f"At the latest census it had {_number(pop)} inhabitants." if pop else ""]
-        box = _infobox([("Nation", country), ("Inhabitants", _number(pop) if pop else None)])
+        box = _infobox(_labelled(country=country, population=_number(pop) if pop else None))
     elif entity.kind == "country":
         cities = kb.inverse("country", name)
         lead = f"{name} is a country."
@@ -165,7 +188,7 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         facts = [f"It was started by {founder}." if founder else "",
                  f"It was established in {year}." if year else "The year it was established is not recorded.",
                  f"Its head office is in {hq}." if hq else ""]
-        box = _infobox([("Started by", founder), ("Head office", hq), ("Established", year), ("Sector", industry)])
+        box = _infobox([*_labelled(founded_by=founder, headquarters=hq, founded_year=year), ("Sector", industry)])
     elif entity.kind == "work":
         kind = entity.attributes["kind"]
         creator, year = v("creator"), v("release_year")
@@ -173,12 +196,12 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         lead = f"{name} is a {kind}."
         facts = [f"The {kind} was {verb} by {creator}." if creator else "",
                  f"It came out in {year}." if year else "The date it came out is unknown."]
-        box = _infobox([("Type", kind), ("By", creator), ("Year", year)])
+        box = _infobox([("Type", kind), *_labelled(creator=creator, release_year=year)])
     else:  # event
         city, org = v("held_in"), v("organizer")
         lead = f"{name} is an annual event."
         facts = [f"It takes place in {city}." if city else "", f"It is run by {org}." if org else ""]
-        box = _infobox([("Venue city", city), ("Run by", org)])
+        box = _infobox(_labelled(held_in=city, organizer=org))
     background = rng.sample(_FLUFF, 2)[:background_sentences]  # always drawn: fewer sentences change no other page
     body = (_paragraphs([lead, *background]) + "\n<h2>Overview</h2>\n" + box
             + "\n<h2>Details</h2>\n" + _paragraphs(facts))
@@ -195,9 +218,10 @@ def _city_lists(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[Ren
             w.value(kb.fact(city, "country"))
             pop = w.value(kb.fact(city, "population"))
             rows.append(f"<tr><td>{_e(city)}</td><td>{_e(_number(pop)) if pop else 'n/a'}</td></tr>")
-        title = f"List of cities in {country.name}"
+        title = LIST_TITLES["country"].format(v=country.name)
+        head = "".join(f"<th>{_e(c)}</th>" for c in LIST_COLUMNS["population"])
         body = (f"<p>This is a list of cities in {_e(country.name)} with their population.</p>"
-                f'<table class="wikitable"><tr><th>City</th><th>Population</th></tr>{"".join(rows)}</table>')
+                f'<table class="wikitable"><tr>{head}</tr>{"".join(rows)}</table>')
         pages.append(RenderedPage(url, title, _frame("Wikiverse", title, body, [country.name], rng), "list"))
     return pages
 
@@ -214,8 +238,8 @@ def _notable_people_lists(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -
         for person in people:
             w.value(kb.fact(person, "born_in"))
             year = w.value(kb.fact(person, "birth_year"))
-            items.append(f"<li>{_e(person)}" + (f" (born {year})" if year else "") + "</li>")
-        title = f"Notable people from {city.name}"
+            items.append(f"<li>{_e(LIST_ENTRIES['birth_year'].format(s=person, v=year) if year else person)}</li>")
+        title = LIST_TITLES["born_in"].format(v=city.name)
         body = f"<p>People born in {_e(city.name)}:</p><ul>{''.join(items)}</ul>"
         pages.append(RenderedPage(url, title, _frame("Wikiverse", title, body, [city.name], rng), "list"))
     return pages

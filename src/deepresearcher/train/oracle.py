@@ -3,7 +3,9 @@
 It knows *which* hops a task needs (the task's chain: subject and relation per hop), never their
 values: every value it uses is read back from what the real tools return. For each hop it searches
 the natural query, browses the best hit, and reads the value off the page the way a person reads an
-infobox or a list. Its turns are written in the policy's format, so they double as SFT data.
+infobox or a list: by the labels the world's pages were rendered with (``world.pages.INFOBOX_LABELS``
+and the list tables beside it), never by a copy of them. Its turns are written in the policy's format,
+so they double as SFT data for training.
 
 With ``use_browse=False`` it answers from search snippets alone, which shows how much browsing adds.
 With ``terse=True`` its thoughts are a few words each: shorter SFT episodes for a from-scratch model,
@@ -19,42 +21,55 @@ from dataclasses import dataclass, field
 import orjson
 
 from deepresearcher.agent.tools import ToolBox, ToolContext
-from deepresearcher.world import UNANSWERABLE_ANSWER, Task
+from deepresearcher.world import UNANSWERABLE_ANSWER, Task, pages
 from deepresearcher.world.knowledge import RELATIONS
 
-_NAME = r"([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)"
-_NUMBER = r"([\d][\d,]*)"
-_CELL = r"\|\s*{label}\s*\|\s*{value}\s*\|"
+# What a value of each kind looks like in page text; a name or a word is whatever fills its cell.
+_VALUE = {"year": r"\d{4}", "number": r"\d[\d,]*"}
+_CELL = r"[^|\n]*?[^|\s]"
 
-# How each relation's value is written on the world's pages: infobox rows (encyclopedia), list rows,
-# directory rows, and sentences. Applied to the text the tools return, in this order.
-_PATTERNS: dict[str, tuple[str, ...]] = {
-    "born_in": (_CELL.format(label="Place of birth", value=_NAME), r"They were born in " + _NAME),
-    "birth_year": (_CELL.format(label="Year of birth", value=r"(\d{4})"), r"{s} \(born (\d{4})\)"),
-    "occupation": (_CELL.format(label="Profession", value=r"([a-z]+)"), r"they are an? ([a-z]+)"),
-    "country": (_CELL.format(label="Nation", value=_NAME), r"The city lies in " + _NAME),
-    "population": (_CELL.format(label="Inhabitants", value=_NUMBER), r"\|\s*{s}\s*\|\s*" + _NUMBER + r"\s*\|",
-                   r"it had " + _NUMBER + " inhabitants"),
-    "founded_by": (_CELL.format(label="Started by", value=_NAME), r"It was started by " + _NAME),
-    "headquarters": (_CELL.format(label="Head office", value=_NAME), r"Its head office is in " + _NAME),
-    "founded_year": (_CELL.format(label="Established", value=r"(\d{4})"), r"It was established in (\d{4})"),
-    "creator": (_CELL.format(label="By", value=_NAME), r"was (?:directed|written|recorded) by " + _NAME),
-    "release_year": (_CELL.format(label="Year", value=r"(\d{4})"), r"It came out in (\d{4})"),
-    "held_in": (_CELL.format(label="Venue city", value=_NAME), r"It takes place in " + _NAME),
-    "organizer": (_CELL.format(label="Run by", value=_NAME), r"It is run by " + _NAME),
-}
-# Read from a list page's title: "Notable people from <city>" lists people born there.
-_LIST_TITLE = {"born_in": r"Notable people from " + _NAME, "country": r"List of cities in " + _NAME}
+
+def _value(relation: str) -> str:
+    return f"({_VALUE.get(RELATIONS[relation].value_kind, _CELL)})"
+
+
+def _fill(template: str, relation: str, subject: str) -> str:
+    """A page's text ``template`` (``{s}`` the subject, ``{v}`` the value) as a regex capturing the value."""
+    parts = re.split(r"(\{[sv]\})", template)
+    return "".join(re.escape(subject) if p == "{s}" else _value(relation) if p == "{v}" else re.escape(p) for p in parts)
+
+
+def _row(*cells: str) -> str:
+    """A table row as the tools' text writes it (``| a | b |``, ``web.html``), its cells given as regexes."""
+    return r"\|\s*" + r"\s*\|\s*".join(cells) + r"\s*\|"
+
+
+def _statements(relation: str, subject: str) -> list[str]:
+    """Regexes for the ways the world's pages state ``relation`` of ``subject``, from the world's label tables.
+
+    In reading order: an infobox row under the relation's label, the subject's row in a list table,
+    the subject's entry in a list.
+    """
+    found = [_row(re.escape(pages.INFOBOX_LABELS[relation]), _value(relation))]
+    if relation in pages.LIST_COLUMNS:
+        found.append(_row(re.escape(subject), _value(relation)))
+    if relation in pages.LIST_ENTRIES:
+        found.append(_fill(pages.LIST_ENTRIES[relation], relation, subject))
+    return found
 
 
 def extract_value(relation: str, subject: str, text: str, title: str = "") -> str | None:
-    """The value of ``relation`` for ``subject`` stated in ``text`` (a page's notes or a snippet), if any."""
-    for pattern in _PATTERNS[relation]:
-        match = re.search(pattern.replace("{s}", re.escape(subject)), text)
+    """The value of ``relation`` for ``subject`` stated in ``text`` (a page's notes or a snippet), if any.
+
+    A list page whose ``title`` names the value its entries share (``pages.LIST_TITLES``) states it
+    for every subject it lists.
+    """
+    for pattern in _statements(relation, subject):
+        match = re.search(pattern, text)
         if match:
-            return match.group(1).replace(",", "") if relation == "population" else match.group(1)
-    if relation in _LIST_TITLE and subject in text:
-        match = re.match(_LIST_TITLE[relation], title)
+            return match.group(1).replace(",", "") if RELATIONS[relation].value_kind == "number" else match.group(1)
+    if relation in pages.LIST_TITLES and subject in text:
+        match = re.fullmatch(_fill(pages.LIST_TITLES[relation], relation, subject), title)
         if match:
             return match.group(1)
     return None

@@ -1,14 +1,16 @@
-"""``report.html``: the eval's table and every trajectory as a readable conversation, in one static file.
+"""The trajectory viewer of a report page: every rollout as a readable conversation, in the page itself.
 
-No server, no CDN: CSS and JavaScript are inline and the rollouts are embedded as JSON, so the file
-opens from disk, attaches to an issue or a mail, and works offline. Each rollout shows the question,
-then turn by turn the policy's thinking, its searches with the hits they returned, the pages it read
-with the reader's notes, format errors, and finally the answer next to the gold answers and scores.
+Each rollout shows the question, then turn by turn the policy's thinking, its searches with the hits
+they returned, the pages it read with the reader's notes, format errors, and finally the answer next
+to the gold answers and scores. The rollouts are embedded as JSON and drawn by inline JavaScript, so
+the page needs no server or network. A record is a scored rollout with its ``trajectory`` (the JSON
+of ``agent.trajectory.Trajectory``): one line of an eval's ``trajectories.jsonl``, or a training
+run's sampled or held-out episode; ``group`` (else ``benchmark``) sorts it into a filter group.
 
-Filters (benchmark, outcome, free text) live in the URL hash, e.g. ``report.html#bench=hotpotqa&outcome=wrong``,
+Filters (group, outcome, free text) live in the URL hash, e.g. ``report.html#bench=hotpotqa&outcome=wrong``,
 so a filtered view can be linked; ``&open=1`` expands every shown rollout. Outcome of a rollout:
 
-- ``correct``: the judge says so, or (without a judge) cover-EM is 1;
+- ``correct``: the judge says so; without a judge, cover-EM is 1 (or EM, where cover-EM was not scored);
 - ``partial``: not correct but F1 > 0;
 - ``wrong``: an answer with no overlap;
 - ``no_answer``: the episode ended without an answer.
@@ -26,7 +28,7 @@ import orjson
 
 from deepresearcher.agent.tools import page_notes
 
-__all__ = ["OUTCOMES", "outcome", "render_html", "slim_record"]
+__all__ = ["OUTCOMES", "VIEWER_CSS", "outcome", "slim_record", "viewer_html"]
 
 OUTCOMES: tuple[str, ...] = ("correct", "partial", "wrong", "no_answer")
 _MAX_TEXT = 4000  # characters kept per thought, note or snippet: keeps the file small on huge evals
@@ -36,7 +38,7 @@ def outcome(record: dict[str, Any]) -> str:
     """The filter bucket of a scored rollout (see the module docstring)."""
     if record.get("answer") is None:
         return "no_answer"
-    correct = record.get("judge") if record.get("judge") is not None else record.get("cover_em")
+    correct = next((record[k] for k in ("judge", "cover_em", "em") if record.get(k) is not None), 0)
     if correct:
         return "correct"
     return "partial" if (record.get("f1") or 0) > 0 else "wrong"
@@ -90,7 +92,8 @@ def slim_record(record: dict[str, Any]) -> dict[str, Any]:
             },
         })
     return {
-        "benchmark": record["benchmark"], "task_id": record["task_id"], "sample": record.get("sample", 0),
+        "group": record.get("group") or record.get("benchmark", ""), "task_id": record.get("task_id", ""),
+        "sample": record.get("sample", 0), "reward": record.get("reward"),
         "question": record.get("question", ""), "golds": record.get("golds", []), "answer": record.get("answer"),
         "em": record.get("em"), "f1": record.get("f1"), "cover_em": record.get("cover_em"),
         "deepresearcher_f1": record.get("deepresearcher_f1"),
@@ -104,14 +107,7 @@ def _json_script(data: Any) -> str:
     return orjson.dumps(data).decode().replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;background:#f6f7f9;color:#1d2430}
-header{background:#1d2430;color:#fff;padding:14px 24px}header h1{margin:0;font-size:20px}
-main{padding:16px 24px;max-width:1200px}
-table.metrics{border-collapse:collapse;background:#fff;margin:8px 0 4px}
-table.metrics th,table.metrics td{border:1px solid #d6dae1;padding:4px 10px;text-align:right}
-table.metrics th:first-child,table.metrics td:first-child{text-align:left}
-.meta{color:#4a5566;font-size:13px;margin:4px 0 16px}.meta li{margin:1px 0}
+VIEWER_CSS = """
 .filters{position:sticky;top:0;background:#f6f7f9;padding:8px 0;border-bottom:1px solid #d6dae1;z-index:1}
 .filters label{margin-right:14px}.filters select,.filters input{font:inherit}
 .traj{background:#fff;border:1px solid #d6dae1;border-left:6px solid #999;border-radius:4px;margin:12px 0;padding:10px 14px}
@@ -126,6 +122,7 @@ background:#e8ebf0;margin-left:6px;font-weight:400}
 .error{color:#b3261e}.final{margin-top:8px;padding-top:6px;border-top:1px solid #d6dae1}
 .final b{display:inline-block;min-width:70px}
 """
+"""Styles of the viewer's filters and conversations (the page's own styles are ``reports.page``'s)."""
 
 _JS = r"""
 (function(){
@@ -160,10 +157,10 @@ function renderTurn(t, i){
   return d;
 }
 function renderRecord(r){
-  const det=el('details','traj '+r.outcome); det.dataset.bench=r.benchmark; det.dataset.outcome=r.outcome;
+  const det=el('details','traj '+r.outcome); det.dataset.bench=r.group; det.dataset.outcome=r.outcome;
   det.dataset.text=(r.question+' '+(r.answer||'')+' '+r.golds.join(' ')).toLowerCase();
   const sum=el('summary',null,r.question);
-  sum.appendChild(el('span','badge',r.benchmark)); sum.appendChild(el('span','badge',r.outcome));
+  if(r.group) sum.appendChild(el('span','badge',r.group)); sum.appendChild(el('span','badge',r.outcome));
   if(r.sample) sum.appendChild(el('span','badge','sample '+r.sample));
   det.appendChild(sum);
   det.addEventListener('toggle',()=>{ if(det.open && !det.dataset.filled){ det.dataset.filled='1';
@@ -172,14 +169,16 @@ function renderRecord(r){
     const a=el('div'); a.appendChild(el('b',null,'answer')); a.appendChild(el('span',null,r.answer===null?'(none: '+r.termination+')':r.answer)); f.appendChild(a);
     const g=el('div'); g.appendChild(el('b',null,'gold')); g.appendChild(el('span',null,r.golds.join(' | '))); f.appendChild(g);
     const s=el('div'); s.appendChild(el('b',null,'score'));
-    s.appendChild(el('span',null,'EM '+pct(r.em)+' · F1 '+pct(r.f1)+' · cover-EM '+pct(r.cover_em)+' · DeepResearcher F1 '+pct(r.deepresearcher_f1)+
-      (r.judge===null?'':' · judge '+pct(r.judge)+' ('+r.judge_by+')')+' · ended: '+r.termination+(r.format_ok?'':' · format broken')));
+    s.appendChild(el('span',null,'EM '+pct(r.em)+' · F1 '+pct(r.f1)+' · cover-EM '+pct(r.cover_em)+
+      (r.deepresearcher_f1===undefined?'':' · DeepResearcher F1 '+pct(r.deepresearcher_f1))+
+      (r.judge===null?'':' · judge '+pct(r.judge)+' ('+r.judge_by+')')+
+      (r.reward===null||r.reward===undefined?'':' · reward '+Number(r.reward).toFixed(2))+' · ended: '+r.termination+(r.format_ok?'':' · format broken')));
     f.appendChild(s); det.appendChild(f);}});
   return det;
 }
 const items = doc.records.map(r=>{const n=renderRecord(r); list.appendChild(n); return n;});
 const bench=document.getElementById('bench'), outc=document.getElementById('outcome'), text=document.getElementById('text');
-for(const b of doc.benchmarks){const o=el('option',null,b); o.value=b; bench.appendChild(o);}
+for(const b of doc.groups){const o=el('option',null,b); o.value=b; bench.appendChild(o);}
 function readHash(){const p=new URLSearchParams(location.hash.slice(1));
   bench.value=p.get('bench')||''; outc.value=p.get('outcome')||''; text.value=p.get('q')||'';}
 function apply(){let shown=0; const q=text.value.trim().toLowerCase();
@@ -197,31 +196,16 @@ document.body.dataset.ready='1';
 """
 
 
-def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:
-    """The whole report page: title, table, settings, filters and the embedded rollouts."""
-    from deepresearcher.eval.report import markdown_table, settings_lines
-
-    meta = document["meta"]
-    rows = markdown_table(document).splitlines()
-    header = [c.strip() for c in rows[0].strip("|").split("|")]
-    body = [[c.strip().replace("**", "") for c in line.strip("|").split("|")] for line in rows[2:]]
-    table = "<table class=metrics><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr>"
-    table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
-    table += "</table>"
-    settings = "".join(f"<li>{html.escape(line[2:].replace('`', ''))}</li>" for line in settings_lines(meta))
-    data = {"benchmarks": list(document["benchmarks"]), "records": [slim_record(r) for r in records]}
+def viewer_html(records: list[dict[str, Any]], group_label: str = "benchmark") -> str:
+    """The viewer's HTML: filters, the list the script fills, the embedded records and the script."""
+    slim = [slim_record(r) for r in records]
+    data = {"groups": list(dict.fromkeys(r["group"] for r in slim if r["group"])), "records": slim}
     options = "".join(f'<option value="{o}">{o.replace("_", " ")}</option>' for o in OUTCOMES)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>deepresearcher eval {html.escape(meta['config_hash'])}</title><style>{_CSS}</style></head>
-<body><header><h1>deepresearcher evaluation</h1></header><main>
-<p>Metrics in percent (mean@{meta['samples']}); outcome colours: green correct, amber partial, red wrong, grey no answer.</p>
-{table}<ul class=meta>{settings}</ul>
-<div class=filters><label>benchmark <select id=bench><option value="">all</option></select></label>
+    return f"""<p>Outcome colours: green correct, amber partial, red wrong, grey no answer.</p>
+<div class=filters><label>{html.escape(group_label)} <select id=bench><option value="">all</option></select></label>
 <label>outcome <select id=outcome><option value="">all</option>{options}</select></label>
 <label>text <input id=text type=search placeholder="question, answer or gold"></label>
-<span><span id=shown>{len(records)}</span> of {len(records)} rollouts shown</span></div>
-<div id=list></div></main>
+<span><span id=shown>{len(slim)}</span> of {len(slim)} rollouts shown</span></div>
+<div id=list></div>
 <script type="application/json" id=data>{_json_script(data)}</script>
-<script>{_JS}</script></body></html>
-"""
+<script>{_JS}</script>"""

@@ -1,13 +1,21 @@
-"""The oracle researcher proves the world is solvable with search, and that browsing matters."""
+"""The oracle researcher proves the world is solvable with search, and that browsing matters.
+
+It reads pages by the world's own label tables (``world.pages``), so relabelling a page changes what
+the oracle looks for, with no copy of the labels to keep in step.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
-from deepresearcher.agent.oracle import OracleResearcher, extract_value
+import pytest
+
 from deepresearcher.agent.tools import ToolBox
+from deepresearcher.config import load_config
+from deepresearcher.train.oracle import OracleResearcher, extract_value
 from deepresearcher.web.environment import WebEnvironment
-from deepresearcher.world import load_tasks
+from deepresearcher.world import build_world, iter_pages, load_tasks, pages
 
 
 def _correct(answer: str, golds: list[str]) -> bool:
@@ -68,3 +76,40 @@ async def test_terse_oracle_writes_shorter_thoughts_and_still_answers(world_conf
     for a, b in zip(full, terse):
         assert [t.observation for t in a.turns] == [t.observation for t in b.turns], "same tool calls, same results"
         assert sum(len(t.assistant) for t in b.turns) < sum(len(t.assistant) for t in a.turns)
+
+
+def test_value_extraction_follows_the_world_label_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Change a label in the world's table and the oracle reads the new label, not the old one."""
+    assert extract_value("born_in", "Ana Bel", "| Hometown | Velmora |") is None
+    monkeypatch.setitem(pages.INFOBOX_LABELS, "born_in", "Hometown")
+    monkeypatch.setitem(pages.LIST_ENTRIES, "birth_year", "{s}, born in {v}")
+    monkeypatch.setitem(pages.LIST_TITLES, "born_in", "Born in {v}")
+    assert extract_value("born_in", "Ana Bel", "| Hometown | Velmora |") == "Velmora"
+    assert extract_value("born_in", "Ana Bel", "| Place of birth | Velmora |") is None
+    assert extract_value("birth_year", "Ana Bel", "- Ana Bel, born in 1931") == "1931"
+    assert extract_value("birth_year", "Ana Bel", "- Ana Bel (born 1931)") is None
+    assert extract_value("born_in", "Ana Bel", "- Ana Bel", title="Born in Oskar") == "Oskar"
+    assert extract_value("born_in", "Ana Bel", "- Ana Bel", title="Notable people from Oskar") is None
+
+
+async def test_oracle_answers_a_world_rendered_with_other_labels(monkeypatch, tmp_path: Path) -> None:
+    """A world rendered from a relabelled table is read through that table: every hop still answered.
+
+    Reading the same pages with the original labels fails, so the answers come from the table.
+    """
+    from deepresearcher.web.backends.local import build_index
+
+    original = dict(pages.INFOBOX_LABELS)
+    monkeypatch.setattr(pages, "INFOBOX_LABELS", {relation: label.upper() for relation, label in original.items()})
+    root = tmp_path / "world"
+    build_world(3, "tiny", root)
+    build_index(iter_pages(root), root / "index")
+    assert any("<th>PLACE OF BIRTH</th>" in p["html"] for p in iter_pages(root))
+    config = load_config(overrides=[f"world.dir={root}", "world.size=tiny", f"cache_dir={tmp_path / 'cache'}"])
+    train = load_tasks(root, "train")
+    tasks = [t for kind in ("hop1", "hop2", "hop3") for t in [t for t in train if t.type == kind][:20]]
+    relabelled = await _accuracy(config, tasks, use_browse=True)
+    assert relabelled == {"hop1": 1.0, "hop2": 1.0, "hop3": 1.0}, relabelled
+    monkeypatch.setattr(pages, "INFOBOX_LABELS", original)
+    stale = await _accuracy(config, tasks, use_browse=True)
+    assert all(stale[kind] < 0.5 for kind in stale), stale
