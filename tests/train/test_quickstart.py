@@ -19,13 +19,20 @@ TOY = [
 ]
 
 
-@pytest.mark.timeout(300)
-def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory) -> tuple[Path, str]:
+    """One toy quickstart for the tests of this module: its run directory and what it printed."""
+    tmp_path = tmp_path_factory.mktemp("quickstart")
     overrides = [f"cache_dir={tmp_path / 'cache'}", f"train.runs_dir={tmp_path / 'runs'}", *TOY]
     args = ["quickstart", "--config", "configs/quickstart.yaml"] + [a for o in overrides for a in ("--set", o)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    run = tmp_path / "runs" / "quickstart"
+    return tmp_path / "runs" / "quickstart", result.output
+
+
+@pytest.mark.timeout(300)
+def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, str]) -> None:
+    run, output = toy_run
     for name in ("report.html", "learning_curve.png", "metrics.jsonl", "config.yaml", "summary.json",
                  "eval_after_sft.jsonl", "eval_after_grpo.jsonl", "base_model/config.json",
                  "sft_model/config.json", "model/config.json"):
@@ -35,4 +42,39 @@ def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path: Path) -> No
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     held_out = [json.loads(line) for line in (run / "eval_after_grpo.jsonl").read_text().splitlines()]
     assert len(held_out) == 6 and all(r["id"].startswith("w9t") for r in held_out), "tasks of the unseen 3rd world"
-    assert "after SFT:" in result.output and "after GRPO:" in result.output and "F1 gain" in (run / "report.html").read_text()
+    assert "after SFT:" in output and "after GRPO:" in output and "F1 gain" in (run / "report.html").read_text()
+
+
+@pytest.mark.timeout(300)
+def test_eval_and_research_run_the_trained_agent_as_the_quickstart_evaluated_it(toy_run, tmp_path: Path) -> None:
+    """``eval`` and ``research`` on the quickstart's trained model and held-out world run the episodes its own
+    evaluation ran: per task the same F1, format verdict and tool calls, and ``research`` the same tokens.
+    (They once built another system turn and sampled at another temperature: 40 of 40 format failures.)"""
+    import asyncio
+
+    from deepresearcher.agent.trajectory import Trajectory
+    from deepresearcher.cli.research_cmd import run_research, trained_agent
+    from deepresearcher.config import load_config
+    from deepresearcher.eval.runner import read_records, run_eval
+    from deepresearcher.train.tasks import task_sets
+
+    run, _ = toy_run
+    agent = trained_agent(run)
+    assert agent is not None and agent.model == run / "model"
+    config = load_config(agent.config, [*agent.overrides, "eval.benchmarks=[world]"])
+    held_out = task_sets(load_config(agent.config, [])).test
+    data = tmp_path / "held_out.jsonl"
+    data.write_text("".join(json.dumps({"id": t["id"], "data_source": "world", "question": t["question"],
+                                        "answers": t["answers"]}) + "\n" for t in held_out))
+    run_eval(config, tmp_path / "eval", data_file=data)
+    evaluated = {r["task_id"].removeprefix("world_"): r for r in read_records(tmp_path / "eval" / "trajectories.jsonl")}
+    quickstart = [json.loads(line) for line in (run / "eval_after_grpo.jsonl").read_text().splitlines()]
+    assert evaluated.keys() == {row["id"] for row in quickstart}
+    for row in quickstart:
+        record = evaluated[row["id"]]
+        calls = sum(1 for turn in record["trajectory"]["turns"] if turn["tool_call"])
+        assert (record["f1"], not record["format_ok"], calls) == (row["f1"], bool(row["format_error"]), row["tool_calls"])
+
+    first = held_out[0]
+    researched = asyncio.run(run_research(first["question"], config))
+    assert researched.all_ids == Trajectory.model_validate(evaluated[first["id"]]["trajectory"]).all_ids
