@@ -21,7 +21,10 @@ The plan (``describe``) needs nothing installed; ``compose`` and ``validate`` ne
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,9 +207,11 @@ def validate(verl_config: Any) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    try:
-        validate_config(config=verl_config, use_reference_policy=need_reference_policy(verl_config),
-                        use_critic=need_critic(verl_config))
+    try:  # verl prints its verdict and warns that GRPO has no critic: keep stdout for our plan
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            validate_config(config=verl_config, use_reference_policy=need_reference_policy(verl_config),
+                            use_critic=need_critic(verl_config))
     except (AssertionError, ValueError, TypeError) as exc:
         raise ConfigError(f"verl's config validation failed: {exc}") from None
 
