@@ -10,6 +10,7 @@ hands its trainer must be that trajectory, token for token, and the reward must 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,25 @@ async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any]
     return out
 
 
+def assert_batch_holds(output: Any, ours: dict[str, Any], config: Config, verl_config: Any) -> None:
+    """verl's padded batch (rows in task order) holds our trajectories: ids, loss mask, logprobs, reward."""
+    from deepresearcher.train.rollout import score_trajectory
+
+    prompt_width = verl_config.actor_rollout_ref.rollout.prompt_length
+    for row, trajectory in enumerate(ours.values()):
+        n = len(trajectory.completion_ids)
+        prompt = output.batch["prompts"][row]
+        assert prompt[prompt_width - len(trajectory.prompt_ids):].tolist() == trajectory.prompt_ids
+        assert output.batch["responses"][row, :n].tolist() == trajectory.completion_ids
+        assert output.batch["response_mask"][row, :n].tolist() == trajectory.completion_mask
+        assert int(output.batch["response_mask"][row, n:].sum()) == 0  # padding is never trained on
+        assert torch.allclose(output.batch["rollout_log_probs"][row, :n], torch.tensor(trajectory.completion_logprobs))
+        reward = score_trajectory(trajectory, {"answers": trajectory.golds}, config)["reward"]
+        rm_scores = output.batch["rm_scores"][row]
+        assert rm_scores[n - 1].item() == pytest.approx(reward) and rm_scores.abs().sum().item() == pytest.approx(abs(reward))
+        assert output.non_tensor_batch["termination"][row] == trajectory.termination
+
+
 async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     small_world: Path, model_dir: Path, world_tasks: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -136,7 +156,6 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from deepresearcher.integrations.verl.agent_loop import close_resources
-    from deepresearcher.train.rollout import score_trajectory
 
     config = run_config(small_world, tmp_path)
     verl_config, files = prepared(config, model_dir)
@@ -153,21 +172,8 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
         await close_resources()
     server.generator.assert_consumed()
 
-    ours = await our_trajectories(config, worker.tokenizer, world_tasks)
-    prompt_width = verl_config.actor_rollout_ref.rollout.prompt_length
-    for row, name in enumerate(world_tasks):
-        trajectory = ours[name]
-        n = len(trajectory.completion_ids)
-        prompt = output.batch["prompts"][row]
-        assert prompt[prompt_width - len(trajectory.prompt_ids):].tolist() == trajectory.prompt_ids
-        assert output.batch["responses"][row, :n].tolist() == trajectory.completion_ids
-        assert output.batch["response_mask"][row, :n].tolist() == trajectory.completion_mask
-        assert int(output.batch["response_mask"][row, n:].sum()) == 0  # padding is never trained on
-        assert torch.allclose(output.batch["rollout_log_probs"][row, :n], torch.tensor(trajectory.completion_logprobs))
-        reward = score_trajectory(trajectory, {"answers": trajectory.golds}, config)["reward"]
-        rm_scores = output.batch["rm_scores"][row]
-        assert rm_scores[n - 1].item() == pytest.approx(reward) and rm_scores.abs().sum().item() == pytest.approx(abs(reward))
-        assert output.non_tensor_batch["termination"][row] == trajectory.termination
+    ours = await our_trajectories(config, tokenizer, world_tasks)
+    assert_batch_holds(output, ours, config, verl_config)
 
     good, long = ours["good"], ours["long"]
     assert [t.tool_call.name for t in good.turns if t.tool_call] == ["web_search", "browse_webpage"]
@@ -182,3 +188,47 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     assert all(r["stop"] == ["</tool_call>", "</answer>"] and r["logprobs"] for r in server.requests)
     assert len({r["request_id"] for r in server.requests}) == 2  # one sticky request id per episode
     assert isinstance(output.non_tensor_batch["termination"], np.ndarray)
+
+
+@pytest.mark.slow
+def test_agent_loop_runs_across_a_two_node_ray_cluster(
+    small_world: Path, model_dir: Path, world_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    """verl's AgentLoopManager on a local Ray cluster of two nodes: one AgentLoopWorker process per node,
+    each running our loop on its chunk of the batch; the gathered batch is the same as in one process."""
+    import asyncio
+
+    import ray
+    from ray.cluster_utils import Cluster
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopManager
+
+    from deepresearcher.integrations.verl import agent_loop
+
+    config = run_config(small_world, tmp_path, ["train.verl.agent_workers=2"])
+    verl_config, files = prepared(config, model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    scripts = scripts_for(world_tasks)
+    server = ScriptedTokenServer(ScriptedGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, {q: q for q in scripts})))
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address)
+        manager = AgentLoopManager.create(config=verl_config, llm_client=server)
+        output = manager.generate_sequences(rows_batch(verl_config, files, tokenizer, [t.id for t in world_tasks.values()]))
+        def facts(worker: Any) -> tuple[str, int, int]:  # runs in the actor: node, process, resource sets built
+            from deepresearcher.integrations.verl import agent_loop as loop_module
+
+            return ray.get_runtime_context().get_node_id(), os.getpid(), len(loop_module._RESOURCES)
+
+        where = ray.get([worker.__ray_call__.remote(facts) for worker in manager.agent_loop_workers])
+        assert len({node for node, _, _ in where}) == 2, "one agent-loop worker on each node"
+        assert len({pid for _, pid, _ in where} | {os.getpid()}) == 3, "each worker is its own process"
+        assert [built for _, _, built in where] == [1, 1], "each worker built its environment and template once"
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert not agent_loop._RESOURCES, "the episodes ran in the workers, not in this process"
+    ours = asyncio.run(our_trajectories(config, tokenizer, world_tasks))
+    assert_batch_holds(output, ours, config, verl_config)
+    assert list(output.non_tensor_batch["truncated"]) == [False, True]
