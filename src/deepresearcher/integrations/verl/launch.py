@@ -32,8 +32,6 @@ def prepare(config: Config, model: str) -> PreparedRun:
     files = plan.RunFiles.of(config)
     summary = plan.describe(config, model)
     override_list = plan.overrides(config, files, model)
-    if config.train.verl.ray_address:
-        override_list.append(f"+ray_kwargs.ray_init.address={config.train.verl.ray_address}")
     counts = plan.write_run_files(config, files)
     verl_config = plan.compose(override_list)
     plan.validate(verl_config)

@@ -6,6 +6,7 @@
     deepresearcher.yaml           our resolved config: what every agent-loop worker loads
     agent_loop.yaml               registers ``deepresearcher`` → DeepResearcherAgentLoop with that path
     verl.yaml                     verl's whole config (ppo_trainer + our overrides), as validated
+    metrics.jsonl, tensorboard/   what verl logs each step; checkpoints/ its checkpoints
 
 How our knobs map (everything else is verl's default, or ``train.verl.overrides``):
 
@@ -61,6 +62,11 @@ class RunFiles:
     @property
     def verl_yaml(self) -> Path:
         return self.root / "verl.yaml"
+
+    @property
+    def metrics_jsonl(self) -> Path:
+        """verl's per-step metrics (its ``file`` logger), one JSON object per line."""
+        return self.root / "metrics.jsonl"
 
     @classmethod
     def of(cls, config: Config) -> RunFiles:
@@ -151,7 +157,10 @@ def overrides(config: Config, files: RunFiles, model: str) -> list[str]:
         "trainer.test_freq=-1",
         "trainer.val_before_train=false",
         "trainer.critic_warmup=0",
-        "trainer.logger=[console,tensorboard]",
+        "trainer.logger=[console,tensorboard,file]",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={files.metrics_jsonl}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={files.root / 'tensorboard'}",
+        *([f"+ray_kwargs.ray_init.address={verl.ray_address}"] if verl.ray_address else []),
         "trainer.project_name=deepresearcher",
         f"trainer.experiment_name={cfg.run_name}",
         f"trainer.default_local_dir={files.root / 'checkpoints'}",
