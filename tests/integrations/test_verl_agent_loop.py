@@ -153,6 +153,7 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     """Search, browse, answer inside verl's AgentLoopWorker: verl's padded batch holds our trajectory's ids,
     loss mask and logprobs, our scorer's reward at the last response token, and the over-long episode is
     marked truncated with the response exactly filling response_length."""
+    from transformers import AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from deepresearcher.integrations.verl.agent_loop import close_resources
@@ -161,11 +162,10 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     verl_config, files = prepared(config, model_dir)
     assert verl_config.actor_rollout_ref.rollout.response_length == RESPONSE_LENGTH
     scripts = scripts_for(world_tasks)
-    server = ScriptedTokenServer(None)
-    worker = AgentLoopWorker(verl_config, llm_client=server)  # loads the tokenizer from the model directory
-    tokenizer = worker.tokenizer
-    server.generator = ScriptedGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, {q: q for q in scripts}))
-    batch = rows_batch(verl_config, files, tokenizer, [t.id for t in world_tasks.values()])
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    server = ScriptedTokenServer(ScriptedGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, {q: q for q in scripts})))
+    worker = AgentLoopWorker(verl_config, llm_client=server)  # loads its own tokenizer from the model directory
+    batch = rows_batch(verl_config, files, worker.tokenizer, [t.id for t in world_tasks.values()])
     try:
         output = await worker.generate_sequences(batch)
     finally:
