@@ -68,3 +68,24 @@ def test_episode_budget_is_bounded_by_verls_response_length() -> None:
     assert episode_budget(600, 3000, 2048, 4096) == (3000, False)
     with pytest.raises(ConfigError, match="max_prompt_length"):
         episode_budget(2100, 32768, 2048, 4096)
+
+
+def test_output_survives_verls_as_dict_the_path_of_its_v1_trainer() -> None:
+    """verl's v1 trainer stores ``AgentLoopOutput.as_dict()``: our mask, logprobs and reward must come through."""
+    from deepresearcher.agent.trajectory import Segment, ToolCallRecord, Trajectory, TurnRecord
+    from deepresearcher.integrations.verl.agent_loop import to_output
+
+    trajectory = Trajectory(
+        segments=[Segment(source="prompt", token_ids=[1, 2, 3]), Segment(source="policy", token_ids=[4, 5], logprobs=[-0.5, -0.25]),
+                  Segment(source="env", token_ids=[6, 7, 8]), Segment(source="policy", token_ids=[9], logprobs=[-1.0])],
+        turns=[TurnRecord(text="a", tool_call=ToolCallRecord(name="web_search")), TurnRecord(text="b")],
+        termination="answer",
+    )
+    scores = {"reward": 0.75, "f1": 0.75, "em": 0.0, "format_error": 0.0}
+    fields = to_output(trajectory, scores, generate_seconds=1.0, tool_seconds=0.5).as_dict()
+    assert fields["prompts"].tolist() == [1, 2, 3] and fields["responses"].tolist() == [4, 5, 6, 7, 8, 9]
+    assert fields["response_mask"].tolist() == [1, 1, 0, 0, 0, 1]
+    assert fields["rollout_log_probs"].tolist() == [-0.5, -0.25, 0.0, 0.0, 0.0, -1.0]
+    assert fields["rm_scores"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.75] and fields["num_turns"] == 4
+    info = fields["extra_fields"]["reward_extra_info"]
+    assert info["searches"] == 1.0 and info["truncated"] == 0.0 and fields["extra_fields"]["termination"] == "answer"

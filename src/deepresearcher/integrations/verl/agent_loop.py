@@ -12,7 +12,7 @@ episode's context budget is therefore ``len(prompt) + response_length`` (or ``ag
 smaller), so the engine ends the episode with ``context_budget`` *before* a turn or an observation would
 overflow, exactly as it does on a single machine; nothing is ever cut. When ``response_length`` is the
 bound that ended the episode, the trajectory says so (``metadata["budget"] == "response_length"``) and the
-sample carries ``truncated = True``. A prompt longer than ``prompt_length`` is a configuration error.
+sample carries ``truncated = 1.0``. A prompt longer than ``prompt_length`` is a configuration error.
 
 What verl receives (``AgentLoopOutput``)::
 
@@ -22,7 +22,8 @@ What verl receives (``AgentLoopOutput``)::
     response_logprobs trajectory.completion_logprobs sampling logprobs, 0.0 on observations
     reward_score      score_trajectory(...)["reward"] the same scorer as the TRL path
     num_turns         1 + assistant turns + observations
-    extra_fields      termination, truncated, tool_calls, searches, browses, format_errors, f1, em
+    extra_fields      termination, and reward_extra_info: f1, em, format_error, truncated,
+                      tool_calls, searches, browses (verl's columns and validation metrics)
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
     calls = [turn.tool_call for turn in trajectory.turns if turn.tool_call is not None]
     observations = sum(1 for s in trajectory.segments if s.source == "env")
     logprobs_known = all(s.logprobs is not None for s in trajectory.segments if s.source == "policy")
+    truncated = trajectory.metadata.get("budget") == "response_length" and trajectory.termination == "context_budget"
     return AgentLoopOutput(
         prompt_ids=trajectory.prompt_ids,
         response_ids=trajectory.completion_ids,
@@ -135,14 +137,17 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
         metrics=AgentLoopMetrics(generate_sequences=generate_seconds, tool_calls=tool_seconds),
         extra_fields={
             "termination": trajectory.termination,
-            "truncated": trajectory.metadata.get("budget") == "response_length"
-            and trajectory.termination == "context_budget",
-            "tool_calls": len(calls),
-            "searches": sum(1 for c in calls if c.name == "web_search"),
-            "browses": sum(1 for c in calls if c.name == "browse_webpage"),
-            "format_errors": trajectory.format_errors,
-            "f1": scores["f1"],
-            "em": scores["em"],
+            # verl turns these per-sample numbers into columns of the batch and, on validation, into
+            # `val-aux/<data_source>/<key>/mean` metrics.
+            "reward_extra_info": {
+                "f1": scores["f1"],
+                "em": scores["em"],
+                "format_error": scores["format_error"],
+                "truncated": float(truncated),
+                "tool_calls": float(len(calls)),
+                "searches": float(sum(1 for c in calls if c.name == "web_search")),
+                "browses": float(sum(1 for c in calls if c.name == "browse_webpage")),
+            },
         },
     )
 
