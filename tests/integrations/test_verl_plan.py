@@ -64,6 +64,7 @@ def test_paper_recipe_dry_run_writes_a_config_verl_accepts(small_world: Path, tm
     assert (rollout.mode, rollout.calculate_log_probs, rollout.n, rollout.agent.default_agent_loop) == (
         "async", True, 16, "deepresearcher")
     assert written.algorithm.adv_estimator == "grpo" and written.actor_rollout_ref.actor.kl_loss_coef == 0.001
+    assert written.trainer.resume_mode == "disable" and written.trainer.logger == ["console", "tensorboard", "file"]
     assert written.actor_rollout_ref.actor.optim.lr == 1e-6 and written.actor_rollout_ref.actor.loss_agg_mode == "token-mean"
     registration = OmegaConf.load(rollout.agent.agent_loop_config_path)
     assert registration[0]["_target_"] == plan.AGENT_LOOP_CLASS

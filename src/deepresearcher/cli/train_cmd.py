@@ -67,7 +67,7 @@ def train(
     if engine not in ("trl", "verl"):
         raise ConfigError(f"--engine {engine!r} is not one of: trl, verl.")
     if engine == "verl":
-        _train_verl(cfg, dry_run)
+        _train_verl(cfg, dry_run, resume)
         return
     console.print_json(json.dumps(plan(cfg)))
     if dry_run:
@@ -99,8 +99,11 @@ def train(
     console.print(f"Trained {result.steps} steps in {result.seconds:.0f}s; model in {result.model_dir}; report {report}")
 
 
-def _train_verl(cfg, dry_run: bool) -> None:  # noqa: ANN001
-    """``train --engine verl``: write and validate verl's config, print the plan, then run verl's trainer."""
+def _train_verl(cfg, dry_run: bool, resume: bool) -> None:  # noqa: ANN001
+    """``train --engine verl``: write and validate verl's config, print the plan, then run verl's trainer.
+
+    verl's workers may run on other nodes, so a local model directory is passed as an absolute path.
+    """
     from deepresearcher.errors import ConfigError
     from deepresearcher.integrations.verl import launch
 
@@ -112,7 +115,9 @@ def _train_verl(cfg, dry_run: bool) -> None:  # noqa: ANN001
         from deepresearcher.train.models import resolve_policy
 
         model = str(resolve_policy(model, cfg.resolved_cache_dir()))
-    prepared = launch.prepare(cfg, model)
+    if Path(model).exists():
+        model = str(Path(model).resolve())
+    prepared = launch.prepare(cfg, model, resume=resume)
     console.print_json(json.dumps(prepared.summary))
     if dry_run:
         return

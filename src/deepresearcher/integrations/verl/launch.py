@@ -24,14 +24,14 @@ class PreparedRun:
     summary: dict[str, Any]
 
 
-def prepare(config: Config, model: str) -> PreparedRun:
+def prepare(config: Config, model: str, *, resume: bool = False) -> PreparedRun:
     """Write the run files, compose verl's config, and run verl's validation on it (the ``--dry-run`` checks)."""
     require_verl()
     from omegaconf import OmegaConf
 
     files = plan.RunFiles.of(config)
     summary = plan.describe(config, model)
-    override_list = plan.overrides(config, files, model)
+    override_list = plan.overrides(config, files, model, resume=resume)
     counts = plan.write_run_files(config, files)
     verl_config = plan.compose(override_list)
     plan.validate(verl_config)

@@ -102,8 +102,9 @@ def _shapes(config: Config) -> dict[str, int]:
     return {"gpus": gpus, "mini": mini, "rollouts": rollouts, "per_gpu_update": per_gpu, "micro": micro}
 
 
-def overrides(config: Config, files: RunFiles, model: str) -> list[str]:
-    """verl's Hydra overrides for this run (applied to its ``ppo_trainer`` config)."""
+def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = False) -> list[str]:
+    """verl's Hydra overrides for this run (applied to its ``ppo_trainer`` config); with ``resume`` verl
+    continues from the latest checkpoint under ``files.root / "checkpoints"``."""
     cfg, verl = config.train, config.train.verl
     shapes = _shapes(config)
     micro = shapes["micro"]
@@ -164,6 +165,7 @@ def overrides(config: Config, files: RunFiles, model: str) -> list[str]:
         "trainer.project_name=deepresearcher",
         f"trainer.experiment_name={cfg.run_name}",
         f"trainer.default_local_dir={files.root / 'checkpoints'}",
+        f"trainer.resume_mode={'auto' if resume else 'disable'}",
         *verl.overrides,
     ]
 
