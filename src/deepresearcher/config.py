@@ -401,6 +401,45 @@ class SFTConfig(Section):
     seed: int = Field(0, description="Seed of task sampling, batch order and which episodes are snippet-only.")
 
 
+class VerlConfig(Section):
+    """``train --engine verl``: where verl runs and the shapes it pads to. The GRPO knobs (group size,
+    learning rate, KL, clip, entropy, loss aggregation) and the episode limits stay in ``train`` and
+    ``agent``, so both engines train the same objective from the same config."""
+
+    nnodes: int = Field(1, ge=1, description="Machines with GPUs in the Ray cluster (verl's trainer.nnodes).")
+    gpus_per_node: int = Field(8, ge=1, description="GPUs per machine (verl's trainer.n_gpus_per_node).")
+    ray_address: str | None = Field(
+        None,
+        description="Null: start a local Ray for this run and stop it after (one machine). `auto` or `host:port`: "
+        "join the cluster started with `ray start` (see docs/verl.md).",
+    )
+    rollout_engine: Literal["vllm", "sglang"] = Field("vllm", description="verl's inference servers for rollouts.")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs per rollout server (tensor parallel).")
+    gpu_memory_utilization: float = Field(
+        0.6, gt=0, le=1, description="Share of each GPU's memory the rollout server may take for weights and KV cache."
+    )
+    max_prompt_length: int = Field(
+        2048,
+        ge=64,
+        description="verl pads prompts to this many tokens; responses get `agent.context_budget` minus it. A longer "
+        "prompt is an error (use train.compact_prompt or raise this).",
+    )
+    ppo_mini_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Prompts per optimizer update (each with its group). Null: train.prompts_per_step, one "
+        "on-policy update per step as the TRL engine does.",
+    )
+    agent_workers: int = Field(
+        8, ge=1, description="verl's agent-loop worker processes (CPU); each runs its share of a step's episodes."
+    )
+    param_offload: bool = Field(False, description="FSDP: keep actor and reference parameters on the CPU between uses.")
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="More verl Hydra overrides (`key=value`), applied last; `--dry-run` validates them with verl.",
+    )
+
+
 class TrainConfig(Section):
     """GRPO training (``deepresearcher train``) with the paper's knobs; defaults are the paper's values.
 
@@ -461,6 +500,7 @@ class TrainConfig(Section):
         "from-scratch models that learn the protocol by SFT (saves hundreds of tokens per episode).",
     )
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    verl: VerlConfig = Field(default_factory=VerlConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
 
 

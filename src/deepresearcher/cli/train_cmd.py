@@ -53,6 +53,8 @@ def train(
     model: str = ModelOption,
     resume: bool = typer.Option(False, "--resume", help="Continue the run from its latest checkpoint (same data order)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and check it; train nothing."),
+    engine: str = typer.Option("trl", "--engine", help="trl: this machine (TRL). verl: verl on Ray, one node or a "
+                               "cluster (needs the verl extra; settings in train.verl, see docs/verl.md)."),
 ) -> None:
     """GRPO: rollouts against the environment, outcome reward, tool output masked out of the loss.
 
@@ -61,6 +63,11 @@ def train(
     from deepresearcher.train.grpo import plan
 
     cfg = _load(config, overrides, model)
+    if engine not in ("trl", "verl"):
+        raise ConfigError(f"--engine {engine!r} is not one of: trl, verl.")
+    if engine == "verl":
+        _train_verl(cfg, dry_run, resume)
+        return
     console.print_json(json.dumps(plan(cfg)))
     if dry_run:
         return
@@ -72,6 +79,32 @@ def train(
     result = run_grpo(cfg, resume=resume)
     report = write_report(RunDir(result.run_dir), title=f"GRPO run {cfg.train.run_name}")
     console.print(f"Trained {result.steps} steps in {result.seconds:.0f}s; model in {result.model_dir}; report {report}")
+
+
+def _train_verl(cfg, dry_run: bool, resume: bool) -> None:  # noqa: ANN001
+    """``train --engine verl``: write and validate verl's config, print the plan, then run verl's trainer.
+
+    verl's workers may run on other nodes, so a local model directory is passed as an absolute path.
+    """
+    from deepresearcher.errors import ConfigError
+    from deepresearcher.integrations.verl import launch
+
+    if cfg.train.model is None:
+        raise ConfigError("--engine verl needs a policy: pass --model PATH (a Hugging Face checkpoint directory "
+                          "every node can read, or a hub id) or set train.model.")
+    model = cfg.train.model
+    if not dry_run and model == "smollm2-135m":
+        from deepresearcher.train.models import resolve_policy
+
+        model = str(resolve_policy(model, cfg.resolved_cache_dir()))
+    if Path(model).exists():
+        model = str(Path(model).resolve())
+    prepared = launch.prepare(cfg, model, resume=resume)
+    console.print_json(json.dumps(prepared.summary))
+    if dry_run:
+        return
+    launch.run(prepared)
+    console.print(f"verl run finished; checkpoints in {prepared.files.root / 'checkpoints'}")
 
 
 def sft(

@@ -1,0 +1,277 @@
+"""Our config as verl's: the run files, the Hydra overrides, verl's own validation, and the plan we print.
+
+``deepresearcher train --engine verl`` writes, under ``runs/<run_name>/verl/``::
+
+    train.parquet / val.parquet   the GRPO prompts and held-out tasks (data.verl format)
+    deepresearcher.yaml           our resolved config: what every agent-loop worker loads
+    agent_loop.yaml               registers ``deepresearcher`` → DeepResearcherAgentLoop with that path
+    verl.yaml                     verl's whole config (ppo_trainer + our overrides), as validated
+    metrics.jsonl, tensorboard/   what verl logs each step; checkpoints/ its checkpoints
+
+How our knobs map (everything else is verl's default, or ``train.verl.overrides``):
+
+    train.prompts_per_step   data.train_batch_size        train.group_size   rollout.n
+    train.learning_rate      actor.optim.lr               train.kl_coef      actor.kl_loss_coef (low_var_kl = k3)
+    train.clip_ratio         actor.clip_ratio             train.entropy_coef actor.entropy_coeff
+    train.loss_aggregation   actor.loss_agg_mode          agent.temperature  rollout.temperature
+    train.micro_batch_size   *_micro_batch_size_per_gpu   train.max_steps    trainer.total_training_steps
+    agent.context_budget     prompt_length + response_length (train.verl.max_prompt_length + the rest)
+
+The plan (``describe``) needs nothing installed; ``compose`` and ``validate`` need verl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from deepresearcher.config import Config, dump_config
+from deepresearcher.errors import ConfigError
+
+AGENT_LOOP_CLASS = "deepresearcher.integrations.verl.agent_loop.DeepResearcherAgentLoop"
+AGENT_NAME = "deepresearcher"  # the name the agent loop registers under (agent_loop.AGENT_NAME)
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Where one verl run's generated files live."""
+
+    root: Path
+
+    @property
+    def train_parquet(self) -> Path:
+        return self.root / "train.parquet"
+
+    @property
+    def val_parquet(self) -> Path:
+        return self.root / "val.parquet"
+
+    @property
+    def config_yaml(self) -> Path:
+        return self.root / "deepresearcher.yaml"
+
+    @property
+    def agent_loop_yaml(self) -> Path:
+        return self.root / "agent_loop.yaml"
+
+    @property
+    def verl_yaml(self) -> Path:
+        return self.root / "verl.yaml"
+
+    @property
+    def metrics_jsonl(self) -> Path:
+        """verl's per-step metrics (its ``file`` logger), one JSON object per line."""
+        return self.root / "metrics.jsonl"
+
+    @classmethod
+    def of(cls, config: Config) -> RunFiles:
+        return cls((config.train.runs_dir / config.train.run_name / "verl").absolute())
+
+
+def response_length(config: Config) -> int:
+    """Tokens verl leaves for the response: the episode budget minus the padded prompt."""
+    length = config.agent.context_budget - config.train.verl.max_prompt_length
+    if length < config.agent.min_turn_tokens:
+        raise ConfigError(f"agent.context_budget ({config.agent.context_budget}) leaves {length} tokens after "
+                          f"train.verl.max_prompt_length ({config.train.verl.max_prompt_length}); raise the budget.")
+    return length
+
+
+def _shapes(config: Config) -> dict[str, int]:
+    """Batch shapes of one step, checked the way verl will check them, with fix-it messages."""
+    cfg, verl = config.train, config.train.verl
+    gpus = verl.nnodes * verl.gpus_per_node
+    mini = verl.ppo_mini_batch_size or cfg.prompts_per_step
+    rollouts = cfg.prompts_per_step * cfg.group_size
+    if cfg.prompts_per_step % mini:
+        raise ConfigError(f"train.prompts_per_step ({cfg.prompts_per_step}) must be a multiple of "
+                          f"train.verl.ppo_mini_batch_size ({mini}).")
+    if (mini * cfg.group_size) % gpus:
+        raise ConfigError(f"An update holds {mini} prompts x {cfg.group_size} rollouts = {mini * cfg.group_size}, which "
+                          f"{gpus} GPUs (train.verl.nnodes x gpus_per_node) cannot share evenly; change one of them.")
+    if verl.gpus_per_node % verl.tensor_parallel_size:
+        raise ConfigError(f"train.verl.tensor_parallel_size ({verl.tensor_parallel_size}) must divide "
+                          f"train.verl.gpus_per_node ({verl.gpus_per_node}).")
+    per_gpu = mini * cfg.group_size // gpus
+    micro = min(cfg.micro_batch_size, per_gpu)
+    return {"gpus": gpus, "mini": mini, "rollouts": rollouts, "per_gpu_update": per_gpu, "micro": micro}
+
+
+def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = False) -> list[str]:
+    """verl's Hydra overrides for this run (applied to its ``ppo_trainer`` config); with ``resume`` verl
+    continues from the latest checkpoint under ``files.root / "checkpoints"``."""
+    cfg, verl = config.train, config.train.verl
+    shapes = _shapes(config)
+    micro = shapes["micro"]
+    actor, rollout, ref = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref"
+    return [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=false",
+        f"data.train_files={files.train_parquet}",
+        f"data.val_files={files.val_parquet}",
+        "data.prompt_key=prompt",
+        f"data.train_batch_size={cfg.prompts_per_step}",
+        f"data.max_prompt_length={verl.max_prompt_length}",
+        f"data.max_response_length={response_length(config)}",
+        "data.return_raw_chat=true",
+        "data.filter_overlong_prompts=false",
+        f"data.seed={cfg.seed}",
+        f"actor_rollout_ref.model.path={model}",
+        f"actor_rollout_ref.model.enable_gradient_checkpointing={str(cfg.gradient_checkpointing).lower()}",
+        f"{actor}.optim.lr={cfg.learning_rate}",
+        f"{actor}.optim.lr_warmup_steps={cfg.warmup_steps}",
+        f"{actor}.optim.weight_decay={cfg.weight_decay}",
+        f"{actor}.grad_clip={cfg.max_grad_norm}",
+        f"{actor}.ppo_mini_batch_size={shapes['mini']}",
+        f"{actor}.ppo_micro_batch_size_per_gpu={micro}",
+        f"{actor}.clip_ratio={cfg.clip_ratio}",
+        f"{actor}.use_kl_loss={str(cfg.kl_coef > 0).lower()}",
+        f"{actor}.kl_loss_coef={cfg.kl_coef}",
+        f"{actor}.kl_loss_type=low_var_kl",
+        f"{actor}.entropy_coeff={cfg.entropy_coef}",
+        f"{actor}.loss_agg_mode={'token-mean' if cfg.loss_aggregation == 'token_mean' else 'seq-mean-token-mean'}",
+        f"{actor}.fsdp_config.param_offload={str(verl.param_offload).lower()}",
+        f"{ref}.fsdp_config.param_offload={str(verl.param_offload).lower()}",
+        f"{ref}.log_prob_micro_batch_size_per_gpu={micro}",
+        f"{rollout}.name={verl.rollout_engine}",
+        f"{rollout}.mode=async",
+        f"{rollout}.n={cfg.group_size}",
+        f"{rollout}.temperature={config.agent.temperature}",
+        f"{rollout}.top_p={config.agent.top_p}",
+        f"{rollout}.calculate_log_probs=true",
+        f"{rollout}.log_prob_micro_batch_size_per_gpu={micro}",
+        f"{rollout}.tensor_model_parallel_size={verl.tensor_parallel_size}",
+        f"{rollout}.gpu_memory_utilization={verl.gpu_memory_utilization}",
+        f"{rollout}.agent.num_workers={verl.agent_workers}",
+        f"{rollout}.agent.default_agent_loop={AGENT_NAME}",
+        f"{rollout}.agent.agent_loop_config_path={files.agent_loop_yaml}",
+        f"trainer.nnodes={verl.nnodes}",
+        f"trainer.n_gpus_per_node={verl.gpus_per_node}",
+        f"trainer.total_training_steps={cfg.max_steps}",
+        f"trainer.save_freq={cfg.save_every}",
+        f"trainer.max_actor_ckpt_to_keep={cfg.keep_checkpoints}",
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=false",
+        "trainer.critic_warmup=0",
+        "trainer.logger=[console,tensorboard,file]",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={files.metrics_jsonl}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={files.root / 'tensorboard'}",
+        *([f"+ray_kwargs.ray_init.address={verl.ray_address}"] if verl.ray_address else []),
+        "trainer.project_name=deepresearcher",
+        f"trainer.experiment_name={cfg.run_name}",
+        f"trainer.default_local_dir={files.root / 'checkpoints'}",
+        f"trainer.resume_mode={'auto' if resume else 'disable'}",
+        *verl.overrides,
+    ]
+
+
+def write_run_files(config: Config, files: RunFiles) -> dict[str, int]:
+    """Write the parquet data, our resolved config and the agent loop registration; returns task counts."""
+    import yaml
+
+    from deepresearcher.data.schema import QATask
+    from deepresearcher.data.verl import write_verl_parquet
+    from deepresearcher.train.tasks import task_sets
+
+    if config.train.num_worlds != 1:
+        raise ConfigError("--engine verl trains on one world (or handler fleet): set train.num_worlds=1.")
+    sets = task_sets(config)
+
+    def qa(task: dict[str, Any], split: str) -> QATask:
+        return QATask(id=str(task["id"]), source="world", question=task["question"], golds=task["answers"], split=split)
+
+    files.root.mkdir(parents=True, exist_ok=True)
+    write_verl_parquet([qa(t, "train") for t in sets.grpo], files.train_parquet)
+    write_verl_parquet([qa(t, "test") for t in sets.test], files.val_parquet)
+    files.config_yaml.write_text(dump_config(config), encoding="utf-8")
+    registration = [{"name": AGENT_NAME, "_target_": AGENT_LOOP_CLASS, "deepresearcher_config": str(files.config_yaml)}]
+    files.agent_loop_yaml.write_text(yaml.safe_dump(registration, sort_keys=False), encoding="utf-8")
+    return {"train_tasks": len(sets.grpo), "val_tasks": len(sets.test)}
+
+
+def compose(override_list: list[str]) -> Any:
+    """verl's ``ppo_trainer`` config with ``override_list`` applied (Hydra refuses unknown keys)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    import verl.trainer.main_ppo as main_ppo
+
+    config_dir = Path(main_ppo.__file__).parent / "config"
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            return hydra_compose(config_name="ppo_trainer", overrides=override_list)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"verl refused the generated config: {exc} (check train.verl.overrides).") from None
+
+
+def validate(verl_config: Any) -> None:
+    """verl's own checks (``verl.utils.config.validate_config``), as its trainer runs them at start."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:  # verl prints its verdict and warns that GRPO has no critic: keep stdout for our plan
+        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            validate_config(config=verl_config, use_reference_policy=need_reference_policy(verl_config),
+                            use_critic=need_critic(verl_config))
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise ConfigError(f"verl's config validation failed: {exc}") from None
+
+
+def describe(config: Config, model: str) -> dict[str, Any]:
+    """The resolved plan: batch shapes per step, per node and per GPU, and where each process runs."""
+    cfg, verl = config.train, config.train.verl
+    s = _shapes(config)
+    prompt_len, response_len = verl.max_prompt_length, response_length(config)
+    replicas_per_node = verl.gpus_per_node // verl.tensor_parallel_size
+    environment = (f"handler services at {', '.join(config.env.server_urls)} (CPU machines)"
+                   if config.env.server_urls else "in process, inside each agent-loop worker")
+    return {
+        "engine": "verl",
+        "model": model,
+        "run_dir": str(RunFiles.of(config).root),
+        "ray": verl.ray_address or "local: started for this run and stopped after",
+        "global": {
+            "nodes": verl.nnodes,
+            "gpus": s["gpus"],
+            "prompts_per_step": cfg.prompts_per_step,
+            "rollouts_per_step": s["rollouts"],
+            "updates_per_step": cfg.prompts_per_step // s["mini"],
+            "rollouts_per_update": s["mini"] * cfg.group_size,
+            "sequence_shape": [prompt_len, response_len],
+            "max_steps": cfg.max_steps,
+        },
+        "per_node": {
+            "gpus": verl.gpus_per_node,
+            "rollouts_per_step": s["rollouts"] // verl.nnodes,
+            "rollout_servers": replicas_per_node,
+            "agent_loop_workers": math.ceil(verl.agent_workers / verl.nnodes),
+        },
+        "per_gpu": {
+            "rollouts_per_update": s["per_gpu_update"],
+            "micro_batch": s["micro"],
+            "grad_accumulation": math.ceil(s["per_gpu_update"] / s["micro"]),
+            "padded_tokens_per_micro_batch": s["micro"] * (prompt_len + response_len),
+        },
+        "placement": {
+            "driver": "verl's TaskRunner (Ray actor, CPU) on any node; this command waits for it",
+            "actor_ref_rollout": f"one FSDP worker per GPU on every node ({s['gpus']} in all), colocated with "
+                                 f"{verl.rollout_engine} (hybrid engine: weights shared between training and rollout)",
+            "rollout_servers": f"{replicas_per_node * verl.nnodes} {verl.rollout_engine} servers, "
+                               f"{verl.tensor_parallel_size} GPU(s) each",
+            "agent_loop_workers": f"{verl.agent_workers} CPU processes, round-robin over the nodes; each runs "
+                                  f"~{math.ceil(s['rollouts'] / verl.agent_workers)} episodes per step",
+            "environment": environment,
+            "reward": "our scorer (reward.score with the format check), inside each agent-loop worker",
+        },
+        "config_hash": config.config_hash(),
+    }
