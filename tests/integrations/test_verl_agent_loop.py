@@ -105,7 +105,7 @@ async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any]
     from deepresearcher.agent.loop import RolloutEngine
     from deepresearcher.agent.tools import ToolBox
     from deepresearcher.generate.base import GenerationResult
-    from deepresearcher.train.rollout import make_template
+    from deepresearcher.agent.session import make_template
     from deepresearcher.web import make_environment
 
     class LogprobGenerator(ScriptedGenerator):
@@ -115,7 +115,7 @@ async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any]
 
     scripts = scripts_for(tasks)
     env = make_environment(config)
-    template = make_template(tokenizer, config.train.compact_prompt)
+    template = make_template(tokenizer, config)
     out = {}
     try:
         for name, task in tasks.items():
