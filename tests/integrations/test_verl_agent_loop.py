@@ -38,7 +38,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkpoint directory verl can load on a CPU: the offline Qwen2.5 tokenizer and a tiny Qwen2 config."""
     from transformers import Qwen2Config
 
-    from deepresearcher.generate.embedded import load_qwen25_tokenizer
+    from deepresearcher.inference.embedded import load_qwen25_tokenizer
 
     out = tmp_path_factory.mktemp("policy")
     tokenizer = load_qwen25_tokenizer(tmp_path_factory.mktemp("tok"))
