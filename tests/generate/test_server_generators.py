@@ -13,7 +13,6 @@ import pytest
 
 from deepresearcher.agent.loop import RolloutTask, run_rollouts
 from deepresearcher.agent.template import ChatTemplate
-from deepresearcher.agent.tools import TOOL_SCHEMAS
 from deepresearcher.config import AgentConfig, load_config
 from deepresearcher.errors import ConfigError, GenerationError
 from deepresearcher.generate.base import SamplingParams
@@ -153,7 +152,7 @@ async def test_a_rollout_survives_a_policy_server_503(qwen_tokenizer):
     script = [Reply(text=search), Reply(status=503), Reply(text=answer)]
     with OpenAIEmulator(script, tokenizer=qwen_tokenizer).running() as server:
         generator = VLLMServerGenerator(server.base_url, "policy-7b", limits=FAST)
-        template = ChatTemplate(qwen_tokenizer, TOOL_SCHEMAS)
+        template = ChatTemplate(qwen_tokenizer)
         [trajectory] = await run_rollouts(
             [RolloutTask(task_id="t", question="What is the capital of Freedonia?")], generator, NoteToolBox(),
             qwen_tokenizer, AgentConfig(max_turns=3), template=template,
