@@ -352,8 +352,12 @@ class TrainResult:
 
 def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     """The resolved plan of a run, checked without loading a model (``--dry-run``)."""
+    from deepresearcher.train.tasks import check_environments, eval_sources
+
     cfg = config.train
     shape = step_shape(cfg)
+    held_out = eval_sources(config)
+    check_environments(config, [*cfg.data, *held_out])
     if config.agent.temperature <= 0:
         raise ConfigError("GRPO needs sampled rollouts: set agent.temperature > 0 (the paper uses 1.0).")
     warnings = []
@@ -370,6 +374,8 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "prompts_per_process": shape.prompts_per_process,
         "rollouts_per_process": shape.rollouts_per_process,
         "micro_batches_per_process": shape.micro_batches_per_process,
+        "data": [f"{s.label}={s.ratio:g} ({s.serves})" for s in cfg.data],
+        "eval_data": [f"{s.label}={s.ratio:g} ({s.serves})" for s in held_out],
         "max_steps": cfg.max_steps,
         "total_rollouts": shape.rollouts * cfg.max_steps,
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",

@@ -17,6 +17,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.rollout import WorldRollouts, score_trajectory
+from deepresearcher.train.tasks import TaskSets
 
 
 def warm_start(config: Config) -> Path:
@@ -33,13 +34,14 @@ def warm_start(config: Config) -> Path:
 
 
 @contextmanager
-def _rollouts_for(config: Config, given: WorldRollouts | None) -> Iterator[WorldRollouts]:
+def _rollouts_for(config: Config, given: WorldRollouts | None, sets: TaskSets | None = None) -> Iterator[WorldRollouts]:
     if given is not None:
         yield given
         return
     from deepresearcher.train.tasks import task_sets
 
-    rollouts = WorldRollouts(config, seed=config.train.seed, world_dirs=task_sets(config).world_dirs)
+    environments = (sets or task_sets(config)).environments
+    rollouts = WorldRollouts(config, seed=config.train.seed, world_dirs=environments)
     try:
         yield rollouts
     finally:
@@ -58,26 +60,41 @@ def sft_demonstrations(config: Config, rollouts: WorldRollouts, tasks: list[dict
     return rollouts.replay(tasks, episodes, tokenizer)
 
 
+def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
+    """Every demonstration of the SFT sources (``train.sft.data``, else ``train.data``) in the policy's template:
+    the oracle's on the world's SFT tasks, saved trajectories replayed from their records, mixed at the ratios."""
+    from deepresearcher.train.demonstrations import demonstration_sources, load_demonstrations, replay_demonstrations
+    from deepresearcher.train.tasks import mix_by_ratio, task_sets
+
+    sources = demonstration_sources(config)
+    pools: list[list[Trajectory]] = []
+    for source in sources:
+        if source.kind == "world":
+            world = config.model_copy(update={"train": config.train.model_copy(update={"data": [source], "eval_data": None})})
+            with _rollouts_for(world, None) as active:
+                pools.append(sft_demonstrations(world, active, task_sets(world).sft, tokenizer))
+        else:
+            assert source.path is not None  # demonstration_sources checked it
+            pools.append(replay_demonstrations(config, load_demonstrations(source.path, source.limit), tokenizer))
+    return mix_by_ratio(pools, [s.ratio for s in sources], config.train.sft.seed)
+
+
 def run_sft(
-    config: Config, *, out: Path | None = None, rollouts: WorldRollouts | None = None,
-    on_step: Callable[[int, float], None] | None = None,
+    config: Config, *, out: Path | None = None, on_step: Callable[[int, float], None] | None = None,
 ) -> Any:
-    """SFT of ``train.model`` on the oracle's demonstrations of the run's SFT tasks; saved to ``out``
-    (default ``runs/<run_name>/sft_model``). Returns the ``SFTResult``."""
+    """SFT of ``train.model`` on the demonstrations of :func:`sft_data`; saved to ``out`` (default
+    ``runs/<run_name>/sft_model``). Returns the ``SFTResult``."""
     from transformers import AutoTokenizer
 
     from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.sft import train_sft
-    from deepresearcher.train.tasks import task_sets
 
     if config.train.model is None:
         raise ConfigError("sft needs a model to start from: pass --model PATH or smollm2-135m (the quickstart makes one).")
     policy = resolve_checkpoint(config.train.model, config.resolved_cache_dir())
     out = out or config.train.runs_dir / config.train.run_name / "sft_model"
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    with _rollouts_for(config, rollouts) as active:
-        data = sft_demonstrations(config, active, task_sets(config).sft, tokenizer)
-    return train_sft(policy, data, config.train.sft, out, on_step=on_step)
+    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, on_step=on_step)
 
 
 def run_grpo(
@@ -85,12 +102,28 @@ def run_grpo(
     tasks: list[dict[str, Any]] | None = None, resume: bool = False, show_progress: bool = True,
 ) -> Any:
     """GRPO from ``model`` (default :func:`warm_start`) on ``tasks`` (default the run's GRPO prompts),
-    rewarded by the one scorer; returns the ``TrainResult``."""
+    rewarded by the one scorer; returns the ``TrainResult``.
+
+    The run directory gets the prompts (``tasks.jsonl``: id, source, question, answers) and, when
+    ``train.eval_data`` is set, the final policy's held-out evaluation (``eval_after_grpo.jsonl``,
+    ``heldout.json``); the quickstart, which passes its own ``rollouts``, evaluates itself.
+    """
     from deepresearcher.train.grpo import train_grpo
+    from deepresearcher.train.heldout import evaluate
+    from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.tasks import task_sets
 
     start = Path(model) if model is not None else warm_start(config)
-    prompts = tasks if tasks is not None else task_sets(config).grpo
-    with _rollouts_for(config, rollouts) as active:
-        return train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
-                          resume=resume, show_progress=show_progress)
+    sets = task_sets(config) if tasks is None or rollouts is None else None
+    prompts = tasks if tasks is not None else sets.grpo  # type: ignore[union-attr]
+    run = RunDir(config.train.runs_dir / config.train.run_name)
+    run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "answers") if k in t}
+                                    for t in prompts))
+    with _rollouts_for(config, rollouts, sets) as active:
+        result = train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
+                            resume=resume, show_progress=show_progress)
+        if rollouts is None and config.train.eval_data and sets is not None and sets.test:
+            held_out = evaluate(result.model_dir, sets.test, active, config)
+            run.write_jsonl("eval_after_grpo.jsonl", held_out.rows)
+            run.write_json("heldout.json", held_out.by_type())
+    return result
