@@ -71,7 +71,8 @@ def eval_sources(config: Config) -> list[DataSource]:
     cfg = config.train
     if cfg.eval_data is not None:
         return cfg.eval_data
-    return [DataSource(kind="world")] if any(s.kind == "world" for s in cfg.data) else []
+    world = next((s for s in cfg.data if s.kind == "world"), None)
+    return [] if world is None else [DataSource(kind="world", environment=world.environment)]
 
 
 def check_environments(config: Config, sources: list[DataSource]) -> None:
@@ -235,8 +236,8 @@ def task_sets(config: Config) -> TaskSets:
     real = _drop_repeats([build.questions(s, "train") for s in others], {question_key(t["question"]) for t in test})
     for i, (source, pool) in enumerate(zip(others, real, strict=True)):
         if not pool:
-            raise DataError(f"data source {source.label}: every question is also a held-out question; "
-                            "train on other questions or change train.eval_data.")
+            raise DataError(f"data source {source.label}: every question repeats an earlier source's or a held-out "
+                            "one (train.eval_data); train on other questions or drop the repeated source.")
         random.Random(f"{cfg.seed}:{i}:{source.label}").shuffle(pool)
         pools.append(pool)
         ratios.append(source.ratio)
