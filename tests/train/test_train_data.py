@@ -190,11 +190,19 @@ def test_paper_recipe_trains_two_steps_on_verl_parquet_against_an_offline_index(
 
         index = build_eval_corpus(tmp_path / "eval-corpus", SHIPPED.parents[1]).index_dir
     questions = {t.question: t.golds for t in load_file(parquet)}
+    held_out = []
+    if which == "generated":  # and a held-out question, evaluated after training and never trained on
+        held_out = ["--set", f"train.eval_data=[{{kind: file, path: {qa['jsonl']}, limit: 1}}]"]
     _invoke(["train", "--config", str(RECIPE), "--model", str(tiny_model_dir), "--data", str(parquet),
-             *_tiny_run(tmp_path, which), "--set", "search.backend=local", "--set", f"search.index={index}"])
+             *_tiny_run(tmp_path, which), "--set", "search.backend=local", "--set", f"search.index={index}", *held_out])
     run = tmp_path / "runs" / which
     tasks = [json.loads(line) for line in (run / "tasks.jsonl").read_text().splitlines()]
-    assert len(tasks) == len(questions) and all(questions[t["question"]] == t["answers"] for t in tasks)
+    assert all(questions[t["question"]] == t["answers"] for t in tasks)
+    assert len(tasks) == len(questions) - (1 if held_out else 0)
+    if held_out:
+        (row,) = [json.loads(line) for line in (run / "eval_after_grpo.jsonl").read_text().splitlines()]
+        assert row["id"] == "questions_0" and next(iter(FACTS)) not in {t["question"] for t in tasks}
+        assert json.loads((run / "heldout.json").read_text())["all"]["n"] == 1
     metrics = read_metrics(run / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [1, 2] and all(-1.0 <= m["reward"] <= 1.0 for m in metrics)
     samples = _samples(run)
@@ -205,7 +213,7 @@ def test_paper_recipe_trains_two_steps_on_verl_parquet_against_an_offline_index(
 
 def _record_demonstrations(config, path: Path) -> None:
     """Scripted researchers search the question and answer it, through the real environment: what
-    `research --save` writes for a policy that did the same."""
+    `research --save` writes for a policy that did the same (turns start after the prompt's `<think>`)."""
     from deepresearcher.agent.loop import run_rollouts
     from deepresearcher.agent.tools import ToolBox
     from deepresearcher.agent.trajectory import save_trajectories
@@ -216,8 +224,8 @@ def _record_demonstrations(config, path: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(config.train.model))
     tasks = [{"id": f"q{i}", "question": q, "answers": [a]} for i, (q, (a, _, _)) in enumerate(FACTS.items())]
     scripts = {t["question"]: [
-        '<think>search</think>\n<tool_call>{"name": "web_search", "arguments": {"query": ["' + t["question"] + '"]}}</tool_call>',
-        f"<think>found</think>\n<answer>{t['answers'][0]}</answer>"] for t in tasks}
+        'search</think>\n<tool_call>{"name": "web_search", "arguments": {"query": ["' + t["question"] + '"]}}</tool_call>',
+        f"found</think>\n<answer>{t['answers'][0]}</answer>"] for t in tasks}
 
     async def run() -> list:
         env = make_environment(config)
@@ -234,6 +242,21 @@ def _record_demonstrations(config, path: Path) -> None:
     trajectories = asyncio.run(run())
     assert all(t.turns[0].tool_call and t.turns[0].tool_call.observation for t in trajectories)
     save_trajectories(path, trajectories)
+
+
+def _check_replay(config, demos: Path) -> None:
+    """Replayed demonstrations keep every recorded turn and observation, in the trained model's template."""
+    from transformers import AutoTokenizer
+
+    from deepresearcher.train.demonstrations import load_demonstrations, replay_demonstrations
+
+    tokenizer = AutoTokenizer.from_pretrained(str(config.train.model))
+    recorded = load_demonstrations(demos)
+    replayed = replay_demonstrations(config, recorded, tokenizer)
+    for before, after in zip(recorded, replayed, strict=True):
+        assert [t.text for t in after.turns] == [t.text for t in before.turns] and after.answer == before.answer
+        observations = [tokenizer.decode(s.token_ids) for s in after.segments if s.source == "env"]
+        assert len(observations) == 1 and before.turns[0].tool_call.text in observations[0]
 
 
 @pytest.mark.timeout(420)
@@ -258,6 +281,7 @@ def test_sft_on_saved_trajectories_then_grpo_against_a_loopback_serper(
         demos = tmp_path / "demos.jsonl"
         _record_demonstrations(config, demos)
         web.search.reset_counts()
+        _check_replay(config, demos)
 
         sft_out = tmp_path / "sft_model"
         output = _invoke(["sft", "--config", str(RECIPE), "--model", str(tiny_model_dir), "--data", str(demos),

@@ -114,8 +114,10 @@ def run_grpo(
     from deepresearcher.train.tasks import task_sets
 
     start = Path(model) if model is not None else warm_start(config)
-    sets = task_sets(config) if tasks is None or rollouts is None else None
-    prompts = tasks if tasks is not None else sets.grpo  # type: ignore[union-attr]
+    sets: TaskSets | None = None
+    if tasks is None or rollouts is None:  # the run's own tasks, or the environments to open for the given ones
+        sets = task_sets(config)
+    prompts = tasks if tasks is not None else sets.grpo if sets is not None else []
     run = RunDir(config.train.runs_dir / config.train.run_name)
     run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "answers") if k in t}
                                     for t in prompts))

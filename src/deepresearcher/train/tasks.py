@@ -207,6 +207,8 @@ def task_sets(config: Config) -> TaskSets:
     mixed at their ratios (:func:`mix_by_ratio`). Test tasks: ``train.eval_data`` (default: the world's
     test split, or every split of the held-out world with several worlds), at most ``train.eval_tasks``.
     """
+    from deepresearcher.data import question_key
+
     cfg = config.train
     build = _Builder(config)
     tests: list[list[dict[str, Any]]] = []
@@ -230,8 +232,6 @@ def task_sets(config: Config) -> TaskSets:
         sft, rest = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :] or train
         pools.append(rest)
         ratios.append(worlds[0].ratio)
-    from deepresearcher.data import question_key
-
     others = [s for s in cfg.data if s.kind != "world"]
     real = _drop_repeats([build.questions(s, "train") for s in others], {question_key(t["question"]) for t in test})
     for i, (source, pool) in enumerate(zip(others, real, strict=True)):
