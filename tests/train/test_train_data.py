@@ -128,9 +128,9 @@ def test_world_and_real_questions_share_a_run_only_when_each_names_its_environme
     mixed = load_config(None, [*base, f"train.data=[world, {qa['jsonl']}=2]"])
     with pytest.raises(ConfigError, match="each source must say which environment serves it"):
         task_sets(mixed)
-    config = load_config(None, [*base, "train.sft.num_tasks=5",
-                                f"train.data=[{{kind: world, environment: world}}, "
-                                f"{{kind: file, path: {qa['jsonl']}, ratio: 2, environment: search}}]"])
+    data = (f"train.data=[{{kind: world, environment: world}}, "
+            f"{{kind: file, path: {qa['jsonl']}, ratio: 2, environment: search}}]")
+    config = load_config(None, [*base, "train.sft.num_tasks=5", data])
     sets = task_sets(config)
     assert sets.environments[-1] is None and len(sets.environments) == 2  # the world's index, then the search backend
     real = [t for t in sets.grpo if t["question"] in FACTS]
@@ -214,12 +214,13 @@ def test_paper_recipe_trains_two_steps_on_verl_parquet_against_an_offline_index(
 def _record_demonstrations(config, path: Path) -> None:
     """Scripted researchers search the question and answer it, through the real environment: what
     `research --save` writes for a policy that did the same (turns start after the prompt's `<think>`)."""
+    from transformers import AutoTokenizer
+
     from deepresearcher.agent.loop import run_rollouts
     from deepresearcher.agent.tools import ToolBox
     from deepresearcher.agent.trajectory import save_trajectories
     from deepresearcher.generate.scripted import ScriptedGenerator
     from deepresearcher.web import make_environment
-    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(config.train.model))
     tasks = [{"id": f"q{i}", "question": q, "answers": [a]} for i, (q, (a, _, _)) in enumerate(FACTS.items())]
@@ -248,7 +249,10 @@ def _check_replay(config, demos: Path) -> None:
     """Replayed demonstrations keep every recorded turn and observation, in the trained model's template."""
     from transformers import AutoTokenizer
 
-    from deepresearcher.train.demonstrations import load_demonstrations, replay_demonstrations
+    from deepresearcher.train.demonstrations import (
+        load_demonstrations,
+        replay_demonstrations,
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(str(config.train.model))
     recorded = load_demonstrations(demos)

@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 
 from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
+from deepresearcher.config import DataSource
 
 console = Console()
 ModelOption = typer.Option(None, "--model", help="Policy: a HF checkpoint dir or `smollm2-135m` (overrides train.model).")
@@ -26,6 +27,8 @@ DATA_HELP = ("SPEC[=RATIO], repeatable; replaces {field}. SPEC: `world[:split]`,
              "{extra}). Example: --data nq:train=1 --data hotpotqa:train=3.")
 DataOption = typer.Option(None, "--data", help=DATA_HELP.format(field="train.data", extra=", saved trajectories"))
 EvalDataOption = typer.Option(None, "--eval-data", help=DATA_HELP.format(field="train.eval_data", extra=""))
+SFTDataOption = typer.Option(None, "--data", help=DATA_HELP.format(
+    field="train.sft.data", extra=", saved trajectories: the demonstrations real questions need"))
 
 
 def _load(config: Path | None, overrides: list[str] | None, model: str | None):  # noqa: ANN202
@@ -35,9 +38,7 @@ def _load(config: Path | None, overrides: list[str] | None, model: str | None): 
     return cfg
 
 
-def _sources(specs: list[str]) -> list:  # noqa: ANN202 - list[DataSource]; config is imported lazily with the rest
-    from deepresearcher.config import DataSource
-
+def _sources(specs: list[str]) -> list[DataSource]:
     return [DataSource.parse(spec) for spec in specs]
 
 
@@ -98,8 +99,7 @@ def sft(
     overrides: list[str] = SetOption,
     model: str = ModelOption,
     out: Path = typer.Option(None, "--out", help="Where to save the fine-tuned model; default runs/<name>/sft_model."),
-    data: list[str] = typer.Option(None, "--data", help=DATA_HELP.format(field="train.sft.data", extra=", saved "
-                                   "trajectories: the demonstrations real questions need")),
+    data: list[str] = SFTDataOption,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; train nothing."),
 ) -> None:
     """SFT warm start on demonstrations: the scripted oracle's in the synthetic world (the default), or saved

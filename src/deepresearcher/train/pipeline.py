@@ -17,7 +17,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.rollout import WorldRollouts, score_trajectory
-from deepresearcher.train.tasks import TaskSets
+from deepresearcher.train.tasks import TaskSets, mix_by_ratio, task_sets
 
 
 def warm_start(config: Config) -> Path:
@@ -38,8 +38,6 @@ def _rollouts_for(config: Config, given: WorldRollouts | None, sets: TaskSets | 
     if given is not None:
         yield given
         return
-    from deepresearcher.train.tasks import task_sets
-
     environments = (sets or task_sets(config)).environments
     rollouts = WorldRollouts(config, seed=config.train.seed, world_dirs=environments)
     try:
@@ -63,16 +61,20 @@ def sft_demonstrations(config: Config, rollouts: WorldRollouts, tasks: list[dict
 def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
     """Every demonstration of the SFT sources (``train.sft.data``, else ``train.data``) in the policy's template:
     the oracle's on the world's SFT tasks, saved trajectories replayed from their records, mixed at the ratios."""
-    from deepresearcher.train.demonstrations import demonstration_sources, load_demonstrations, replay_demonstrations
-    from deepresearcher.train.tasks import mix_by_ratio, task_sets
+    from deepresearcher.train.demonstrations import (
+        demonstration_sources,
+        load_demonstrations,
+        replay_demonstrations,
+    )
 
     sources = demonstration_sources(config)
     pools: list[list[Trajectory]] = []
     for source in sources:
         if source.kind == "world":
             world = config.model_copy(update={"train": config.train.model_copy(update={"data": [source], "eval_data": None})})
-            with _rollouts_for(world, None) as active:
-                pools.append(sft_demonstrations(world, active, task_sets(world).sft, tokenizer))
+            sets = task_sets(world)
+            with _rollouts_for(world, None, sets) as active:
+                pools.append(sft_demonstrations(world, active, sets.sft, tokenizer))
         else:
             assert source.path is not None  # demonstration_sources checked it
             pools.append(replay_demonstrations(config, load_demonstrations(source.path, source.limit), tokenizer))
@@ -111,7 +113,6 @@ def run_grpo(
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.heldout import evaluate
     from deepresearcher.train.run_dir import RunDir
-    from deepresearcher.train.tasks import task_sets
 
     start = Path(model) if model is not None else warm_start(config)
     sets: TaskSets | None = None
