@@ -510,6 +510,11 @@ class SFTConfig(Section):
         "Above 0 the warm start under-reads, as instruct models do before RL, and GRPO must learn when browsing pays.",
     )
     seed: int = Field(0, description="Seed of task sampling, batch order and which episodes are snippet-only.")
+    min_f1: float | None = Field(
+        None, ge=0, le=1,
+        description="Saved demonstrations: keep only episodes whose answer scores at least this F1 against their "
+        "golds (rejection sampling from a stronger model's runs). Null keeps every episode. The oracle's are kept.",
+    )
     data: list[DataSource] | None = Field(
         None,
         description="Where the demonstrations come from. Null: `train.data`. A world source gets the scripted "

@@ -169,6 +169,43 @@ def test_sft_on_questions_says_the_oracle_exists_only_for_worlds(qa: dict[str, P
     assert "scripted oracle exists only for synthetic worlds" in message and "research --save" in message
 
 
+def test_the_quickstart_refuses_other_questions(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["quickstart", "--set", "train.data=[nq:train]", "--set", f"train.runs_dir={tmp_path}"])
+    assert isinstance(result.exception, ConfigError) and "train --data" in str(result.exception)
+
+
+def test_saved_demonstrations_load_from_research_and_eval_files_and_filter_by_f1(tmp_path: Path) -> None:
+    """Both saved shapes load (a trajectory a line; eval's records with it under `trajectory`); min_f1 keeps the
+    episodes that answered well; a file of something else is reported by record."""
+    from deepresearcher.agent.trajectory import Trajectory, TurnRecord
+    from deepresearcher.config import RewardConfig
+    from deepresearcher.errors import DataError
+    from deepresearcher.train.demonstrations import good_enough, holds_trajectories, load_demonstrations
+
+    right = Trajectory(task_id="a", question="Capital of Norland?", golds=["Vesk"],
+                       turns=[TurnRecord(text="ok</think>\n<answer>Vesk</answer>")])
+    wrong = right.model_copy(update={"task_id": "b", "turns": [TurnRecord(text="ok</think>\n<answer>Oslo</answer>")]})
+    research = tmp_path / "research.jsonl"
+    research.write_bytes(right.to_json_line() + wrong.to_json_line())
+    evaluated = tmp_path / "trajectories.jsonl"
+    evaluated.write_text("".join(json.dumps({"benchmark": "x", "task_id": t.task_id, "question": t.question,
+                                             "golds": t.golds, "trajectory": t.model_dump(mode="json")}) + "\n"
+                                 for t in (right, wrong)))
+    for path in (research, evaluated):
+        assert holds_trajectories(path)
+        demos = load_demonstrations(path)
+        assert [d.task_id for d in demos] == ["a", "b"]
+        assert [d.task_id for d in good_enough(demos, 1.0, RewardConfig())] == ["a"]
+        assert good_enough(demos, None, RewardConfig()) == demos
+    with pytest.raises(DataError, match="F1 >= 1.0"):
+        good_enough([wrong], 1.0, RewardConfig())
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"question": "q?", "golds": ["a"]}) + "\n")
+    assert not holds_trajectories(questions)
+    with pytest.raises(DataError, match="record 0: not a saved trajectory"):
+        load_demonstrations(questions)
+
+
 # ------------------------------------------------------------------------------------------------ runs
 
 

@@ -5,7 +5,8 @@ questions need recorded episodes: a JSONL of trajectories as ``deepresearcher re
 them, or an eval's ``trajectories.jsonl`` (one scored record per line, the episode under
 ``trajectory``). Each episode's assistant turns are replayed through the rollout engine and every tool
 call is answered with the observation it got when it was recorded, so the demonstration is tokenized
-by the model being trained, with its own system turn, and needs no search backend.
+by the model being trained, with its own system turn, and needs no search backend. ``train.sft.min_f1``
+keeps only the episodes that answered well (rejection sampling from a stronger model's runs).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from deepresearcher.agent.tools import ToolOutcome
 from deepresearcher.agent.trajectory import ToolCallRecord, Trajectory
-from deepresearcher.config import Config, DataSource
+from deepresearcher.config import Config, DataSource, RewardConfig
 from deepresearcher.errors import ConfigError, DataError
 
 
@@ -86,6 +87,19 @@ class RecordedToolBox:
             return ToolOutcome(text=f"Error: no recorded observation for this {name} call.", error="not recorded")
         record = self.pending.popleft()
         return ToolOutcome(text=record.text, error=record.error, raw=record.observation)
+
+
+def good_enough(demos: list[Trajectory], min_f1: float | None, reward: RewardConfig) -> list[Trajectory]:
+    """The episodes whose answer scores at least ``min_f1`` (the one scorer's F1 against their golds); all with None."""
+    from deepresearcher.reward import score_rollout
+
+    if min_f1 is None:
+        return demos
+    kept = [d for d in demos if score_rollout(d, d.golds, config=reward).metrics["f1"] >= min_f1]
+    if not kept:
+        raise DataError(f"No saved demonstration answers with F1 >= {min_f1} (train.sft.min_f1); lower it or "
+                        "record better episodes.")
+    return kept
 
 
 def replay_demonstrations(config: Config, demos: list[Trajectory], tokenizer: Any) -> list[Trajectory]:

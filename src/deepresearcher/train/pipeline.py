@@ -60,7 +60,8 @@ def sft_demonstrations(config: Config, rollouts: WorldRollouts, tasks: list[dict
 
 def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
     """Every demonstration of the SFT sources (``train.sft.data``, else ``train.data``) in the policy's template:
-    the oracle's on the world's SFT tasks, saved trajectories replayed from their records, mixed at the ratios."""
+    the oracle's on the world's SFT tasks, saved trajectories (those scoring ``train.sft.min_f1``) replayed from
+    their records, mixed at the ratios."""
     from deepresearcher.train.demonstrations import (
         demonstration_sources,
         load_demonstrations,
@@ -77,7 +78,8 @@ def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
                 pools.append(sft_demonstrations(world, active, sets.sft, tokenizer))
         else:
             assert source.path is not None  # demonstration_sources checked it
-            pools.append(replay_demonstrations(config, load_demonstrations(source.path, source.limit), tokenizer))
+            demos = good_enough(load_demonstrations(source.path, source.limit), config.train.sft.min_f1, config.reward)
+            pools.append(replay_demonstrations(config, demos, tokenizer))
     return mix_by_ratio(pools, [s.ratio for s in sources], config.train.sft.seed)
 
 

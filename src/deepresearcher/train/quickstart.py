@@ -61,6 +61,9 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
     cfg = config.train
+    if any(source.kind != "world" for source in cfg.data):
+        raise ConfigError("The quickstart trains on the synthetic world (its tokenizer, oracle and held-out worlds); "
+                          "for other questions use `deepresearcher sft --data ...` and `deepresearcher train --data ...`.")
     if cfg.sft.steps == 0 and model is None:
         raise ConfigError("train.sft.steps=0 skips SFT, so the warm start must come from --model PATH "
                           "(e.g. runs/quickstart/sft_model); a from-scratch model cannot find the tool format by RL.")
