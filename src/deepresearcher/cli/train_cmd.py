@@ -137,6 +137,9 @@ def quickstart(
             raise ConfigError("No --config given and configs/quickstart.yaml is not here; run from the repository "
                               "root or pass --config PATH.")
     cfg = resolve_config(config, overrides)
+    from deepresearcher.train.quickstart import require_world_data
+
+    require_world_data(cfg)
     console.print_json(json.dumps(plan(cfg, model)))
     if dry_run:
         return

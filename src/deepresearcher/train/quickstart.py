@@ -50,6 +50,13 @@ def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: lis
     return texts
 
 
+def require_world_data(config: Config) -> None:
+    """The quickstart's tokenizer, oracle and held-out worlds exist only for the synthetic world."""
+    if any(source.kind != "world" for source in config.train.data):
+        raise ConfigError("The quickstart trains on the synthetic world (its tokenizer, oracle and held-out worlds); "
+                          "for other questions use `deepresearcher sft --data ...` and `deepresearcher train --data ...`.")
+
+
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
@@ -61,9 +68,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
     cfg = config.train
-    if any(source.kind != "world" for source in cfg.data):
-        raise ConfigError("The quickstart trains on the synthetic world (its tokenizer, oracle and held-out worlds); "
-                          "for other questions use `deepresearcher sft --data ...` and `deepresearcher train --data ...`.")
+    require_world_data(config)
     if cfg.sft.steps == 0 and model is None:
         raise ConfigError("train.sft.steps=0 skips SFT, so the warm start must come from --model PATH "
                           "(e.g. runs/quickstart/sft_model); a from-scratch model cannot find the tool format by RL.")
