@@ -180,7 +180,11 @@ def test_saved_demonstrations_load_from_research_and_eval_files_and_filter_by_f1
     from deepresearcher.agent.trajectory import Trajectory, TurnRecord
     from deepresearcher.config import RewardConfig
     from deepresearcher.errors import DataError
-    from deepresearcher.train.demonstrations import good_enough, holds_trajectories, load_demonstrations
+    from deepresearcher.train.demonstrations import (
+        good_enough,
+        holds_trajectories,
+        load_demonstrations,
+    )
 
     right = Trajectory(task_id="a", question="Capital of Norland?", golds=["Vesk"],
                        turns=[TurnRecord(text="ok</think>\n<answer>Vesk</answer>")])
@@ -328,7 +332,8 @@ def test_sft_on_saved_trajectories_then_grpo_against_a_loopback_serper(
         output = _invoke(["sft", "--config", str(RECIPE), "--model", str(tiny_model_dir), "--data", str(demos),
                           "--out", str(sft_out), *_tiny_run(tmp_path, "sft"), "--set", "train.sft.steps=200",
                           "--set", "train.sft.batch_size=4", "--set", "train.sft.learning_rate=1e-2",
-                          "--set", "train.sft.warmup_steps=0", "--set", "train.sft.obs_loss_weight=0"])
+                          "--set", "train.sft.warmup_steps=0", "--set", "train.sft.obs_loss_weight=0",
+                          "--set", "train.sft.min_f1=1.0"])
         assert web.search.calls == 0, "SFT replays recorded observations; it never searches"
         assert (sft_out / "config.json").is_file() and "SFT: 200 steps" in output
 

@@ -64,6 +64,7 @@ def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
     their records, mixed at the ratios."""
     from deepresearcher.train.demonstrations import (
         demonstration_sources,
+        good_enough,
         load_demonstrations,
         replay_demonstrations,
     )
