@@ -582,6 +582,12 @@ class TrainConfig(Section):
     bf16: bool = Field(False, description="Train in bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
     eval_tasks: int = Field(1000, ge=1, description="Held-out tasks evaluated (from `eval_data`) at most.")
+    eval_every: int = Field(
+        0, ge=0,
+        description="`train`: evaluate the held-out tasks (`eval_data`) with the live policy every N optimizer steps "
+        "(`heldout_f1`, `heldout_success`, ... in that step's metrics line; rows in eval_step_<n>.jsonl). 0: only "
+        "after training.",
+    )
     num_worlds: int = Field(
         1,
         ge=1,

@@ -233,18 +233,22 @@ def test_paper_recipe_trains_two_steps_on_verl_parquet_against_an_offline_index(
     questions = {t.question: t.golds for t in load_file(parquet)}
     held_out = []
     if which == "generated":  # and a held-out question, evaluated after training and never trained on
-        held_out = ["--set", f"train.eval_data=[{{kind: file, path: {qa['jsonl']}, limit: 1}}]"]
+        held_out = ["--set", f"train.eval_data=[{{kind: file, path: {qa['jsonl']}, limit: 1}}]",
+                    "--set", "train.eval_every=2"]
     _invoke(["train", "--config", str(RECIPE), "--model", str(tiny_model_dir), "--data", str(parquet),
              *_tiny_run(tmp_path, which), "--set", "search.backend=local", "--set", f"search.index={index}", *held_out])
     run = tmp_path / "runs" / which
     tasks = [json.loads(line) for line in (run / "tasks.jsonl").read_text().splitlines()]
     assert all(questions[t["question"]] == t["answers"] for t in tasks)
     assert len(tasks) == len(questions) - (1 if held_out else 0)
+    metrics = read_metrics(run / "metrics.jsonl")
     if held_out:
         (row,) = [json.loads(line) for line in (run / "eval_after_grpo.jsonl").read_text().splitlines()]
         assert row["id"] == "questions_0" and next(iter(FACTS)) not in {t["question"] for t in tasks}
         assert json.loads((run / "heldout.json").read_text())["all"]["n"] == 1
-    metrics = read_metrics(run / "metrics.jsonl")
+        assert "heldout_f1" in metrics[1] and "heldout_f1" not in metrics[0], "evaluated every 2 steps"
+        (live,) = [json.loads(line) for line in (run / "eval_step_00002.jsonl").read_text().splitlines()]
+        assert live["id"] == "questions_0" and live["f1"] == metrics[1]["heldout_f1"]
     assert [m["step"] for m in metrics] == [1, 2] and all(-1.0 <= m["reward"] <= 1.0 for m in metrics)
     samples = _samples(run)
     assert samples and all(s["question"] in questions and s["golds"] == questions[s["question"]] for s in samples)

@@ -1,7 +1,7 @@
 """Held-out evaluation of a checkpoint during training: episodes as ``eval`` runs them, scored like rewards.
 
-The quickstart evaluates after SFT and after GRPO; ``train`` evaluates its final policy on
-``train.eval_data``. Rows are per task (``id``, ``type``, reward, F1, ...), summarized by task type.
+The quickstart evaluates after SFT and after GRPO; ``train`` evaluates on ``train.eval_data`` every
+``train.eval_every`` steps with the live policy and its final policy after training. Rows are per task (``id``, ``type``, reward, F1, ...), summarized by task type.
 """
 
 from __future__ import annotations
@@ -49,13 +49,21 @@ def evaluate(
 ) -> EvalResult:
     """Episodes of the model in ``model_dir`` on ``tasks`` as ``eval`` runs them (``eval.temperature``, greedy
     by default), scored like RL rewards."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from deepresearcher.train.rollout import score_trajectory
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
+    return evaluate_model(model, tokenizer, tasks, rollouts, config, batch)
+
+
+def evaluate_model(
+    model: Any, tokenizer: Any, tasks: list[dict[str, Any]], rollouts: Any, config: Config, batch: int = 256
+) -> EvalResult:
+    """:func:`evaluate` with a loaded model (the trainer's live policy during training)."""
+    import torch
+
+    from deepresearcher.train.rollout import score_trajectory
+
     result = EvalResult()
     with torch.no_grad():
         for start in range(0, len(tasks), batch):

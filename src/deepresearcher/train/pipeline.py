@@ -110,11 +110,12 @@ def run_grpo(
     rewarded by the one scorer; returns the ``TrainResult``.
 
     The run directory gets the prompts (``tasks.jsonl``: id, source, question, answers) and, when
-    ``train.eval_data`` is set, the final policy's held-out evaluation (``eval_after_grpo.jsonl``,
-    ``heldout.json``); the quickstart, which passes its own ``rollouts``, evaluates itself.
+    ``train.eval_data`` is set, the held-out evaluation of the live policy every ``train.eval_every`` steps
+    (``heldout_*`` in metrics.jsonl, ``eval_step_<n>.jsonl``) and of the final one (``eval_after_grpo.jsonl``,
+    ``heldout.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
     """
     from deepresearcher.train.grpo import train_grpo
-    from deepresearcher.train.heldout import evaluate
+    from deepresearcher.train.heldout import evaluate, evaluate_model
     from deepresearcher.train.run_dir import RunDir
 
     start = Path(model) if model is not None else warm_start(config)
@@ -122,14 +123,21 @@ def run_grpo(
     if tasks is None or rollouts is None:  # the run's own tasks, or the environments to open for the given ones
         sets = task_sets(config)
     prompts = tasks if tasks is not None else sets.grpo if sets is not None else []
+    held_out = sets.test if rollouts is None and config.train.eval_data and sets is not None else []
     run = RunDir(config.train.runs_dir / config.train.run_name)
     run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "answers") if k in t}
                                     for t in prompts))
     with _rollouts_for(config, rollouts, sets) as active:
+
+        def evaluate_live(policy: Any, tokenizer: Any, step: int) -> dict[str, float]:
+            result = evaluate_model(policy, tokenizer, held_out, active, config)
+            run.write_jsonl(f"eval_step_{step:05d}.jsonl", result.rows)
+            return {f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"}
+
         result = train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
-                            resume=resume, show_progress=show_progress)
-        if rollouts is None and config.train.eval_data and sets is not None and sets.test:
-            held_out = evaluate(result.model_dir, sets.test, active, config)
-            run.write_jsonl("eval_after_grpo.jsonl", held_out.rows)
-            run.write_json("heldout.json", held_out.by_type())
+                            resume=resume, show_progress=show_progress, held_out=evaluate_live if held_out else None)
+        if held_out:
+            final = evaluate(result.model_dir, held_out, active, config)
+            run.write_jsonl("eval_after_grpo.jsonl", final.rows)
+            run.write_json("heldout.json", final.by_type())
     return result
