@@ -162,6 +162,17 @@ def test_sources_mix_at_their_ratios_without_held_out_questions(qa: dict[str, Pa
     assert [t["id"] for t in again] == [t["id"] for t in sets.grpo], "seeded: the same prompts in the same order"
 
 
+def test_files_that_number_their_rows_alike_get_unique_ids(qa: dict[str, Path], tmp_path: Path) -> None:
+    from deepresearcher.train.tasks import task_sets
+
+    for folder, word in (("a", "first"), ("b", "second")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "q.jsonl").write_text(json.dumps({"question": f"The {word} question?", "golds": ["x"]}) + "\n")
+    sets = task_sets(load_config(None, [f"search.index={qa['index']}",
+                                        f"train.data=[{tmp_path / 'a' / 'q.jsonl'}, {tmp_path / 'b' / 'q.jsonl'}]"]))
+    assert sorted(t["id"] for t in sets.grpo) == ["q_0", "q_0#2"]
+
+
 def test_sft_on_questions_says_the_oracle_exists_only_for_worlds(qa: dict[str, Path]) -> None:
     result = CliRunner().invoke(app, ["sft", "--data", str(qa["parquet"]), "--model", "x", "--dry-run"])
     assert isinstance(result.exception, ConfigError)

@@ -198,6 +198,17 @@ def _drop_repeats(pools: list[list[dict[str, Any]]], banned: set[str]) -> list[l
     return out
 
 
+def _unique_ids(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks with ids made unique (``id#2``, ...): the trainer keys prompts by id, and two files may both
+    number their rows ``<stem>_0, <stem>_1, ...``. World tasks' ids are unique already and stay as they are."""
+    seen: dict[str, int] = {}
+    out = []
+    for task in tasks:
+        count = seen[task["id"]] = seen.get(task["id"], 0) + 1
+        out.append(task if count == 1 else {**task, "id": f"{task['id']}#{count}"})
+    return out
+
+
 def task_sets(config: Config) -> TaskSets:
     """Load, shuffle (seeded by ``train.seed``) and split the run's sources into SFT, GRPO and test tasks.
 
@@ -217,7 +228,7 @@ def task_sets(config: Config) -> TaskSets:
         tests.append(build.world_test(source) if source.kind == "world" else build.questions(source, "dev"))
     for i, pool in enumerate(tests):
         random.Random(cfg.seed + 1 if len(tests) == 1 else f"{cfg.seed + 1}:{i}").shuffle(pool)
-    test = mix_by_ratio(tests, [s.ratio for s in test_sources], cfg.seed + 1)[: cfg.eval_tasks] if tests else []
+    test = _unique_ids(mix_by_ratio(tests, [s.ratio for s in test_sources], cfg.seed + 1)[: cfg.eval_tasks] if tests else [])
 
     worlds = [s for s in cfg.data if s.kind == "world"]
     if len(worlds) > 1:
@@ -241,7 +252,7 @@ def task_sets(config: Config) -> TaskSets:
         random.Random(f"{cfg.seed}:{i}:{source.label}").shuffle(pool)
         pools.append(pool)
         ratios.append(source.ratio)
-    grpo = mix_by_ratio(pools, ratios, cfg.seed)
+    grpo = _unique_ids(mix_by_ratio(pools, ratios, cfg.seed))
     return TaskSets(build.world_dirs, build.held_out, sft, grpo, test, build.uses_search)
 
 
