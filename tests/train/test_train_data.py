@@ -186,10 +186,11 @@ def test_the_quickstart_refuses_other_questions(tmp_path: Path) -> None:
 
 
 def test_saved_demonstrations_load_from_research_and_eval_files_and_filter_by_f1(tmp_path: Path) -> None:
-    """Both saved shapes load (a trajectory a line; eval's records with it under `trajectory`); min_f1 keeps the
-    episodes that answered well; a file of something else is reported by record."""
+    """Both saved shapes load (a trajectory a line; eval's records with it under `trajectory`), as demonstrations
+    and as questions; min_f1 keeps the episodes that answered well; a file of something else is reported by record."""
     from deepresearcher.agent.trajectory import Trajectory, TurnRecord
     from deepresearcher.config import RewardConfig
+    from deepresearcher.data import load_file
     from deepresearcher.errors import DataError
     from deepresearcher.train.demonstrations import (
         good_enough,
@@ -207,6 +208,8 @@ def test_saved_demonstrations_load_from_research_and_eval_files_and_filter_by_f1
                                              "golds": t.golds, "trajectory": t.model_dump(mode="json")}) + "\n"
                                  for t in (right, wrong)))
     for path in (research, evaluated):
+        assert [(t.id, t.question, t.golds) for t in load_file(path, source="demos")] == [
+            ("demos_a", "Capital of Norland?", ["Vesk"]), ("demos_b", "Capital of Norland?", ["Vesk"])], "questions too"
         assert holds_trajectories(path)
         demos = load_demonstrations(path)
         assert [d.task_id for d in demos] == ["a", "b"]
