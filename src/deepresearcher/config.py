@@ -376,6 +376,126 @@ class TinyModelConfig(Section):
     max_positions: int = Field(4096, ge=256, description="Longest sequence (prompt plus all turns) in tokens.")
 
 
+DATA_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv", ".tsv")
+"""File types a ``file`` data source may be (what ``deepresearcher.data.read_records`` reads)."""
+
+
+class DataSource(Section):
+    """One source of questions for training or held-out evaluation (``train.data``, ``train.eval_data``).
+
+    Written in YAML as a mapping (``{kind: benchmark, name: hotpotqa, split: train, ratio: 3}``) or on
+    the command line as ``--data SPEC[=RATIO]`` (see :meth:`parse`).
+    """
+
+    kind: Literal["world", "benchmark", "file"] = Field(
+        "world",
+        description="`world`: the synthetic world's tasks (the `world` section; `train.num_worlds`). `benchmark`: "
+        "a benchmark by `name` through the data loaders (nq, tq, hotpotqa, 2wiki, musique, bamboogle, popqa, "
+        "frames, deepresearcher). `file`: the questions of `path`: DeepResearcher's verl parquet (its "
+        "train.parquet/dev.parquet as they are), a `deepresearcher data mix` output, a JSONL of "
+        "`{question, golds}`, any format `data show` reads, or a JSONL of saved trajectories (`research --save`, "
+        "eval's trajectories.jsonl), which is also what SFT needs as demonstrations.",
+    )
+    name: str | None = Field(None, description="`benchmark` only: the benchmark's name (or an alias).")
+    path: Path | None = Field(
+        None, description="`file`: the file. `benchmark`: read this file instead of the data directory's."
+    )
+    split: str | None = Field(
+        None,
+        description="`world`: the world's task split (default `train.split` for training, `test` for evaluation). "
+        "`benchmark`: its split (default `train` for training, `dev` for evaluation; local files are read from "
+        "`eval.data_dir` or $DEEPRESEARCHER_DATA_DIR, the hub's FlashRAG export otherwise).",
+    )
+    ratio: float = Field(
+        1.0, gt=0,
+        description="Weight of this source in the mix (the paper: nq 1, tq 1, hotpotqa 3, 2wiki 3). Sources are "
+        "sampled at exactly these ratios, as many questions as the sources can fill; one source is used whole.",
+    )
+    limit: int | None = Field(None, ge=1, description="Read at most this many questions of the source (the first ones).")
+    environment: Literal["world", "search"] | None = Field(
+        None,
+        description="Which environment answers this source's tool calls: `world` (the synthetic world's own "
+        "index) or `search` (the `search`/`browse` sections: a live backend, the offline `eval-corpus` index "
+        "or any `index build` corpus). Default: `world` for world sources, `search` for the others; a run that "
+        "mixes world and other sources must set it on every source.",
+    )
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> DataSource:
+        if self.kind == "benchmark" and not self.name:
+            raise ValueError("a benchmark source needs `name` (e.g. {kind: benchmark, name: hotpotqa, split: train})")
+        if self.kind == "file" and self.path is None:
+            raise ValueError("a file source needs `path` (e.g. {kind: file, path: data/train.parquet})")
+        if self.kind == "world" and (self.name or self.path):
+            raise ValueError("a world source takes no `name` or `path`; the world comes from the `world` section")
+        if self.kind != "benchmark" and self.name:
+            raise ValueError(f"`name` is for benchmark sources; a {self.kind} source does not take it")
+        return self
+
+    @property
+    def serves(self) -> Literal["world", "search"]:
+        """The environment this source's questions are researched in (the explicit one, else by kind)."""
+        return self.environment or ("world" if self.kind == "world" else "search")
+
+    @property
+    def label(self) -> str:
+        """A short name for reports and errors: ``world:train``, ``hotpotqa:train``, ``train.parquet``."""
+        if self.kind == "file":
+            return Path(self.path or "").name
+        head = self.name if self.kind == "benchmark" else "world"
+        return f"{head}:{self.split}" if self.split else str(head)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_spec(cls, data: Any) -> Any:
+        """A string is the command-line form, so YAML may say ``data: [nq:train=1, hotpotqa:train=3]``."""
+        return _spec_fields(data) if isinstance(data, str) else data
+
+    @classmethod
+    def parse(cls, spec: str) -> DataSource:
+        """A source from its command-line form ``SPEC[=RATIO]``.
+
+        SPEC is ``world`` or ``world:SPLIT``; a file path (anything ending in a data file suffix or holding a
+        ``/``); else a benchmark ``NAME`` or ``NAME:SPLIT``.
+
+        >>> DataSource.parse("hotpotqa:train=3").model_dump(exclude_defaults=True)
+        {'kind': 'benchmark', 'name': 'hotpotqa', 'split': 'train', 'ratio': 3.0}
+        >>> DataSource.parse("data/train.parquet").kind
+        'file'
+        """
+        try:
+            return cls.model_validate(spec)
+        except ValidationError as exc:
+            raise ConfigError(f"--data {spec!r}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+def _spec_fields(spec: str) -> dict[str, Any]:
+    """The fields of a ``SPEC[=RATIO]`` source (see :meth:`DataSource.parse`)."""
+    head, sep, ratio_text = spec.strip().rpartition("=")
+    if not sep:
+        head, ratio_text = spec.strip(), ""
+    fields: dict[str, Any] = {}
+    if ratio_text:
+        try:
+            fields["ratio"] = float(ratio_text)
+        except ValueError:
+            raise ValueError(f"the ratio after '=' must be a number, e.g. hotpotqa:train=3 (got {spec!r})") from None
+    if not head:
+        raise ValueError(f"{spec!r} names no source; use world, a benchmark like nq:train, or a file path")
+    if "/" in head or head.lower().endswith(DATA_FILE_SUFFIXES):
+        fields.update(kind="file", path=head)
+    else:
+        name, _, split = head.partition(":")
+        fields.update(kind="world" if name == "world" else "benchmark", split=split or None)
+        if name != "world":
+            fields["name"] = name
+    return fields
+
+
+def _world_data() -> list[DataSource]:
+    return [DataSource(kind="world")]
+
+
 class SFTConfig(Section):
     """Supervised warm start on the scripted oracle's trajectories (``deepresearcher sft``)."""
 
@@ -399,6 +519,17 @@ class SFTConfig(Section):
         "Above 0 the warm start under-reads, as instruct models do before RL, and GRPO must learn when browsing pays.",
     )
     seed: int = Field(0, description="Seed of task sampling, batch order and which episodes are snippet-only.")
+    min_f1: float | None = Field(
+        None, ge=0, le=1,
+        description="Saved demonstrations: keep only episodes whose answer scores at least this F1 against their "
+        "golds (rejection sampling from a stronger model's runs). Null keeps every episode. The oracle's are kept.",
+    )
+    data: list[DataSource] | None = Field(
+        None,
+        description="Where the demonstrations come from. Null: `train.data`. A world source gets the scripted "
+        "oracle's episodes on its tasks (the oracle exists only for worlds); real questions need a `file` source "
+        "of saved trajectories (`research --save`, eval's trajectories.jsonl), replayed through this model's template.",
+    )
 
 
 class VerlConfig(Section):
@@ -454,7 +585,20 @@ class TrainConfig(Section):
         description="Policy to train: a Hugging Face checkpoint directory, `smollm2-135m` (the embedded "
         "SmolLM2-135M-Instruct) or null for the quickstart's from-scratch tiny model.",
     )
-    split: Literal["train", "dev", "test"] = Field("train", description="World task split the prompts come from.")
+    split: Literal["train", "dev", "test"] = Field(
+        "train", description="World task split the prompts come from (a world source without its own `split`)."
+    )
+    data: list[DataSource] = Field(
+        default_factory=_world_data, min_length=1,
+        description="The questions to train on: a list of sources mixed by their ratios (see the source fields "
+        "below). Default: the synthetic world. `deepresearcher train --data SPEC[=RATIO]` replaces it.",
+    )
+    eval_data: list[DataSource] | None = Field(
+        None,
+        description="Held-out questions evaluated after training (the quickstart: before and after GRPO), "
+        "at most `eval_tasks` of them, never trained on. Null: the world's held-out tasks when `data` is the "
+        "world, none otherwise.",
+    )
     group_size: int = Field(16, ge=2, description="Rollouts per prompt (GRPO group); advantages are relative to the group.")
     prompts_per_step: int = Field(256, ge=1, description="Prompts per optimizer step (rollouts = prompts x group_size).")
     micro_batch_size: int = Field(
@@ -485,7 +629,13 @@ class TrainConfig(Section):
     )
     bf16: bool = Field(False, description="Train in bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
-    eval_tasks: int = Field(1000, ge=1, description="Held-out test tasks evaluated before and after RL (quickstart).")
+    eval_tasks: int = Field(1000, ge=1, description="Held-out tasks evaluated (from `eval_data`) at most.")
+    eval_every: int = Field(
+        0, ge=0,
+        description="`train`: evaluate the held-out tasks (`eval_data`) with the live policy every N optimizer steps "
+        "(`heldout_f1`, `heldout_success`, ... in that step's metrics line; rows in eval_step_<n>.jsonl). 0: only "
+        "after training.",
+    )
     num_worlds: int = Field(
         1,
         ge=1,

@@ -7,7 +7,7 @@ renders those descriptions, so the reference can never drift from the code (a te
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -26,10 +26,26 @@ errors. `deepresearcher config show` prints the resolved config.
 def _default(value: Any) -> str:
     if isinstance(value, BaseModel):
         return "(section)"
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        value = [item.model_dump(mode="json", exclude_none=True) for item in value]
     return f"`{json.dumps(value, default=str)}`"
 
 
-def _section(model: type[BaseModel], prefix: str, out: list[str]) -> None:
+def _item_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside a list-of-models field's type (``list[DataSource] | None`` -> DataSource), else None."""
+    if get_origin(annotation) is list:
+        (item,) = get_args(annotation)
+        return item if isinstance(item, type) and issubclass(item, BaseModel) else None
+    for arg in get_args(annotation):
+        found = _item_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _section(model: type[BaseModel], prefix: str, out: list[str], seen: set[type] | None = None) -> None:
+    """One table per section; a list-of-models field's item fields get one table (``key[]``), where first used."""
+    seen = set() if seen is None else seen
     rows, children = [], []
     instance = model()
     for name, field in model.model_fields.items():
@@ -37,6 +53,10 @@ def _section(model: type[BaseModel], prefix: str, out: list[str]) -> None:
         if isinstance(value, BaseModel):
             children.append((f"{prefix}{name}", type(value)))
             continue
+        item = _item_model(field.annotation)
+        if item is not None and item not in seen:
+            seen.add(item)
+            children.append((f"{prefix}{name}[]", item))
         description = (field.description or "").replace("\n", " ").replace("|", "\\|")
         rows.append(f"| `{prefix}{name}` | {_default(value)} | {description} |")
     if rows:
@@ -44,7 +64,7 @@ def _section(model: type[BaseModel], prefix: str, out: list[str]) -> None:
         doc = (model.__doc__ or "").strip().splitlines()[0] if model.__doc__ else ""
         out += [f"## `{title}`", "", doc, "", "| key | default | meaning |", "|---|---|---|", *rows, ""]
     for child_prefix, child in children:
-        _section(child, child_prefix + ".", out)
+        _section(child, child_prefix + ".", out, seen)
 
 
 def config_reference() -> str:

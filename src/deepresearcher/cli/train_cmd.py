@@ -3,8 +3,8 @@
 | command     | runs                                  | config section            |
 |-------------|---------------------------------------|---------------------------|
 | quickstart  | world, tokenizer, tiny model, SFT, GRPO, eval, report | ``train`` (+ world, search, browse, agent) |
-| sft         | oracle trajectories, SFT warm start   | ``train.sft``             |
-| train       | GRPO against the configured environment | ``train``               |
+| sft         | oracle or saved trajectories, SFT warm start | ``train.sft`` (``train.sft.data``) |
+| train       | GRPO against each source's environment | ``train`` (``train.data``, ``train.eval_data``) |
 """
 
 from __future__ import annotations
@@ -18,9 +18,17 @@ import typer
 from rich.console import Console
 
 from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
+from deepresearcher.config import DataSource
 
 console = Console()
 ModelOption = typer.Option(None, "--model", help="Policy: a HF checkpoint dir or `smollm2-135m` (overrides train.model).")
+DATA_HELP = ("SPEC[=RATIO], repeatable; replaces {field}. SPEC: `world[:split]`, a benchmark `name[:split]` "
+             "(nq, tq, hotpotqa, 2wiki, ...), or a file (verl parquet, `data mix` output, JSONL of {{question, golds}}"
+             "{extra}). Example: --data nq:train=1 --data hotpotqa:train=3.")
+DataOption = typer.Option(None, "--data", help=DATA_HELP.format(field="train.data", extra=", saved trajectories"))
+EvalDataOption = typer.Option(None, "--eval-data", help=DATA_HELP.format(field="train.eval_data", extra=""))
+SFTDataOption = typer.Option(None, "--data", help=DATA_HELP.format(
+    field="train.sft.data", extra=", saved trajectories: the demonstrations real questions need"))
 
 
 def _load(config: Path | None, overrides: list[str] | None, model: str | None):  # noqa: ANN202
@@ -28,6 +36,10 @@ def _load(config: Path | None, overrides: list[str] | None, model: str | None): 
     if model is not None:
         cfg.train.model = model
     return cfg
+
+
+def _sources(specs: list[str]) -> list[DataSource]:
+    return [DataSource.parse(spec) for spec in specs]
 
 
 def _quiet_libraries() -> None:
@@ -51,6 +63,8 @@ def train(
     config: Path = ConfigOption,
     overrides: list[str] = SetOption,
     model: str = ModelOption,
+    data: list[str] = DataOption,
+    eval_data: list[str] = EvalDataOption,
     resume: bool = typer.Option(False, "--resume", help="Continue the run from its latest checkpoint (same data order)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and check it; train nothing."),
     engine: str = typer.Option("trl", "--engine", help="trl: this machine (TRL). verl: verl on Ray, one node or a "
@@ -58,11 +72,17 @@ def train(
 ) -> None:
     """GRPO: rollouts against the environment, outcome reward, tool output masked out of the loss.
 
-    Without --model and train.model, it continues from runs/<run_name>/sft_model (the quickstart's SFT).
+    The questions come from train.data (default: the synthetic world); each source is researched in its
+    environment (a world's own index, or the search backend for real questions). Without --model and
+    train.model, it continues from runs/<run_name>/sft_model (the quickstart's SFT).
     """
     from deepresearcher.train.grpo import plan
 
     cfg = _load(config, overrides, model)
+    if data:
+        cfg.train.data = _sources(data)
+    if eval_data:
+        cfg.train.eval_data = _sources(eval_data)
     if engine not in ("trl", "verl"):
         raise ConfigError(f"--engine {engine!r} is not one of: trl, verl.")
     if engine == "verl":
@@ -112,10 +132,17 @@ def sft(
     overrides: list[str] = SetOption,
     model: str = ModelOption,
     out: Path = typer.Option(None, "--out", help="Where to save the fine-tuned model; default runs/<name>/sft_model."),
+    data: list[str] = SFTDataOption,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; train nothing."),
 ) -> None:
-    """SFT warm start on the scripted oracle's trajectories in the synthetic world."""
+    """SFT warm start on demonstrations: the scripted oracle's in the synthetic world (the default), or saved
+    trajectories (`research --save`, eval's trajectories.jsonl) for real questions."""
     cfg = _load(config, overrides, model)
+    if data:
+        cfg.train.sft.data = _sources(data)
+    from deepresearcher.train.demonstrations import demonstration_sources
+
+    demonstration_sources(cfg)  # refuses question-only sources before anything loads
     out = out or cfg.train.runs_dir / cfg.train.run_name / "sft_model"
     console.print_json(json.dumps({"model": cfg.train.model, "out": str(out), **cfg.train.sft.model_dump(mode="json")}))
     if dry_run:
@@ -143,6 +170,9 @@ def quickstart(
             raise ConfigError("No --config given and configs/quickstart.yaml is not here; run from the repository "
                               "root or pass --config PATH.")
     cfg = resolve_config(config, overrides)
+    from deepresearcher.train.quickstart import require_world_data
+
+    require_world_data(cfg)
     console.print_json(json.dumps(plan(cfg, model)))
     if dry_run:
         return

@@ -10,6 +10,8 @@ format                        keys used
 DeepResearcher / verl         ``data_source``, ``prompt`` (chat messages), ``reward_model.ground_truth``
                               (aliases joined by ``<|answer_split|>``), ``extra_info.index``/``split``
 DeepResearcher flat JSONL     ``id``, ``data_source``, ``question``, ``answers``
+Ours (questions, trajectories) ``question``, ``golds``, ``id``/``task_id``: a JSONL of ``{question, golds}``,
+                              trajectories of ``research --save`` and eval's records
 FlashRAG                      ``id``, ``question``, ``golden_answers``, ``metadata.context`` / ``metadata.
                               question_decomposition`` (paragraphs)
 HotpotQA / 2Wiki (official)   ``_id``, ``question``, ``answer``, ``context`` [[title, sentences]],
@@ -141,7 +143,7 @@ def _golds(record: dict[str, Any]) -> list[str]:
         if isinstance(truth, str):
             return truth.split(ANSWER_SPLIT)
         return [str(t) for t in _as_list(truth)]
-    for key in ("golden_answers", "answers"):
+    for key in ("golden_answers", "answers", "golds"):
         if key in record:
             return [str(a) for a in _as_list(record[key])]
     if "possible_answers" in record:
@@ -153,12 +155,12 @@ def _golds(record: dict[str, Any]) -> list[str]:
     golds = [str(a) for a in _as_list(answer)]
     golds += [str(a) for a in _as_list(record.get("answer_aliases"))]
     if not golds:
-        raise ValueError("no answer field (golden_answers, answers, answer, Answer, reward_model.ground_truth)")
+        raise ValueError("no answer field (golds, golden_answers, answers, answer, Answer, reward_model.ground_truth)")
     return golds
 
 
 def _raw_id(record: dict[str, Any]) -> str | None:
-    for key in ("id", "_id", "question_id"):
+    for key in ("id", "_id", "question_id", "task_id"):
         if record.get(key) not in (None, ""):
             return str(record[key])
     extra = record.get("extra_info")

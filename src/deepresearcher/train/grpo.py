@@ -266,8 +266,30 @@ def summarize(trajectories: list[Trajectory], scores: list[dict[str, float]], gr
     }
 
 
-def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show_progress: bool) -> list[Any]:
+# (live model, tokenizer, step) -> held-out metrics merged into that step's metrics line; see ``pipeline.run_grpo``.
+HeldOut = Callable[[Any, Any, int], dict[str, float]]
+
+
+def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show_progress: bool,
+                       held_out: HeldOut | None = None, eval_every: int = 0) -> list[Any]:
     from transformers import TrainerCallback
+
+    class HeldOutCallback(TrainerCallback):
+        """Every ``eval_every`` steps, the live policy on the held-out tasks; runs on every process (a sharded
+        model's forward needs them all), before the step's metrics line is written."""
+
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+            import torch
+
+            if held_out is None or not eval_every or state.global_step % eval_every:
+                return
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad():
+                    rollouts.latest.values.update(held_out(model, rollouts.tokenizer, state.global_step))
+            finally:
+                model.train(was_training)
 
     class MetricsCallback(TrainerCallback):
         """One metrics.jsonl line per optimizer step: our rollout stats plus TRL's loss-side numbers."""
@@ -300,7 +322,7 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
             run.append_metrics(record)
             logger.info("step %d %s", state.global_step, {k: round(v, 4) for k, v in record.items() if isinstance(v, float)})
 
-    callbacks: list[Any] = [MetricsCallback()]
+    callbacks: list[Any] = [HeldOutCallback(), MetricsCallback()]
     if show_progress:
         callbacks.append(_rich_progress(rollouts, max_steps))
     return callbacks
@@ -352,8 +374,12 @@ class TrainResult:
 
 def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     """The resolved plan of a run, checked without loading a model (``--dry-run``)."""
+    from deepresearcher.train.tasks import check_environments, eval_sources
+
     cfg = config.train
     shape = step_shape(cfg)
+    held_out = eval_sources(config)
+    check_environments(config, [*cfg.data, *held_out])
     if config.agent.temperature <= 0:
         raise ConfigError("GRPO needs sampled rollouts: set agent.temperature > 0 (the paper uses 1.0).")
     warnings = []
@@ -370,6 +396,8 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "prompts_per_process": shape.prompts_per_process,
         "rollouts_per_process": shape.rollouts_per_process,
         "micro_batches_per_process": shape.micro_batches_per_process,
+        "data": [f"{s.label}={s.ratio:g} ({s.serves})" for s in cfg.data],
+        "eval_data": [f"{s.label}={s.ratio:g} ({s.serves})" for s in held_out],
         "max_steps": cfg.max_steps,
         "total_rollouts": shape.rollouts * cfg.max_steps,
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
@@ -390,11 +418,13 @@ def train_grpo(
     *,
     resume: bool = False,
     show_progress: bool = True,
+    held_out: HeldOut | None = None,
 ) -> TrainResult:
     """Run GRPO from ``model_path`` on ``tasks`` (dicts with at least ``id``) and save the policy.
 
     With ``resume`` the run continues from the latest checkpoint in its run directory with the same
-    data order (TRL/transformers restore optimizer, scheduler, RNG and sampler position).
+    data order (TRL/transformers restore optimizer, scheduler, RNG and sampler position). ``held_out``
+    evaluates the live policy every ``train.eval_every`` steps.
     """
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
@@ -430,7 +460,7 @@ def train_grpo(
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollouts,
-        callbacks=_trainer_callbacks(rollouts, run, cfg.max_steps, show_progress),
+        callbacks=_trainer_callbacks(rollouts, run, cfg.max_steps, show_progress, held_out, cfg.eval_every),
     )
     trainer.remove_callback(PrinterCallback)  # our metrics callback and progress bar replace its dict dumps
     start = time.perf_counter()

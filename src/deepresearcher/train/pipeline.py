@@ -17,6 +17,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.rollout import WorldRollouts, score_trajectory
+from deepresearcher.train.tasks import TaskSets, mix_by_ratio, task_sets
 
 
 def warm_start(config: Config) -> Path:
@@ -33,13 +34,12 @@ def warm_start(config: Config) -> Path:
 
 
 @contextmanager
-def _rollouts_for(config: Config, given: WorldRollouts | None) -> Iterator[WorldRollouts]:
+def _rollouts_for(config: Config, given: WorldRollouts | None, sets: TaskSets | None = None) -> Iterator[WorldRollouts]:
     if given is not None:
         yield given
         return
-    from deepresearcher.train.tasks import task_sets
-
-    rollouts = WorldRollouts(config, seed=config.train.seed, world_dirs=task_sets(config).world_dirs)
+    environments = (sets or task_sets(config)).environments
+    rollouts = WorldRollouts(config, seed=config.train.seed, world_dirs=environments)
     try:
         yield rollouts
     finally:
@@ -58,26 +58,48 @@ def sft_demonstrations(config: Config, rollouts: WorldRollouts, tasks: list[dict
     return rollouts.replay(tasks, episodes, tokenizer)
 
 
+def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
+    """Every demonstration of the SFT sources (``train.sft.data``, else ``train.data``) in the policy's template:
+    the oracle's on the world's SFT tasks, saved trajectories (those scoring ``train.sft.min_f1``) replayed from
+    their records, mixed at the ratios."""
+    from deepresearcher.train.demonstrations import (
+        demonstration_sources,
+        good_enough,
+        load_demonstrations,
+        replay_demonstrations,
+    )
+
+    sources = demonstration_sources(config)
+    pools: list[list[Trajectory]] = []
+    for source in sources:
+        if source.kind == "world":
+            world = config.model_copy(update={"train": config.train.model_copy(update={"data": [source], "eval_data": None})})
+            sets = task_sets(world)
+            with _rollouts_for(world, None, sets) as active:
+                pools.append(sft_demonstrations(world, active, sets.sft, tokenizer))
+        else:
+            assert source.path is not None  # demonstration_sources checked it
+            demos = good_enough(load_demonstrations(source.path, source.limit), config.train.sft.min_f1, config.reward)
+            pools.append(replay_demonstrations(config, demos, tokenizer))
+    return mix_by_ratio(pools, [s.ratio for s in sources], config.train.sft.seed)
+
+
 def run_sft(
-    config: Config, *, out: Path | None = None, rollouts: WorldRollouts | None = None,
-    on_step: Callable[[int, float], None] | None = None,
+    config: Config, *, out: Path | None = None, on_step: Callable[[int, float], None] | None = None,
 ) -> Any:
-    """SFT of ``train.model`` on the oracle's demonstrations of the run's SFT tasks; saved to ``out``
-    (default ``runs/<run_name>/sft_model``). Returns the ``SFTResult``."""
+    """SFT of ``train.model`` on the demonstrations of :func:`sft_data`; saved to ``out`` (default
+    ``runs/<run_name>/sft_model``). Returns the ``SFTResult``."""
     from transformers import AutoTokenizer
 
     from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.sft import train_sft
-    from deepresearcher.train.tasks import task_sets
 
     if config.train.model is None:
         raise ConfigError("sft needs a model to start from: pass --model PATH or smollm2-135m (the quickstart makes one).")
     policy = resolve_checkpoint(config.train.model, config.resolved_cache_dir())
     out = out or config.train.runs_dir / config.train.run_name / "sft_model"
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    with _rollouts_for(config, rollouts) as active:
-        data = sft_demonstrations(config, active, task_sets(config).sft, tokenizer)
-    return train_sft(policy, data, config.train.sft, out, on_step=on_step)
+    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, on_step=on_step)
 
 
 def run_grpo(
@@ -85,12 +107,37 @@ def run_grpo(
     tasks: list[dict[str, Any]] | None = None, resume: bool = False, show_progress: bool = True,
 ) -> Any:
     """GRPO from ``model`` (default :func:`warm_start`) on ``tasks`` (default the run's GRPO prompts),
-    rewarded by the one scorer; returns the ``TrainResult``."""
+    rewarded by the one scorer; returns the ``TrainResult``.
+
+    The run directory gets the prompts (``tasks.jsonl``: id, source, question, answers) and, when
+    ``train.eval_data`` is set, the held-out evaluation of the live policy every ``train.eval_every`` steps
+    (``heldout_*`` in metrics.jsonl, ``eval_step_<n>.jsonl``) and of the final one (``eval_after_grpo.jsonl``,
+    ``heldout.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
+    """
     from deepresearcher.train.grpo import train_grpo
-    from deepresearcher.train.tasks import task_sets
+    from deepresearcher.train.heldout import evaluate, evaluate_model
+    from deepresearcher.train.run_dir import RunDir
 
     start = Path(model) if model is not None else warm_start(config)
-    prompts = tasks if tasks is not None else task_sets(config).grpo
-    with _rollouts_for(config, rollouts) as active:
-        return train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
-                          resume=resume, show_progress=show_progress)
+    sets: TaskSets | None = None
+    if tasks is None or rollouts is None:  # the run's own tasks, or the environments to open for the given ones
+        sets = task_sets(config)
+    prompts = tasks if tasks is not None else sets.grpo if sets is not None else []
+    held_out = sets.test if rollouts is None and config.train.eval_data and sets is not None else []
+    run = RunDir(config.train.runs_dir / config.train.run_name)
+    run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "answers") if k in t}
+                                    for t in prompts))
+    with _rollouts_for(config, rollouts, sets) as active:
+
+        def evaluate_live(policy: Any, tokenizer: Any, step: int) -> dict[str, float]:
+            result = evaluate_model(policy, tokenizer, held_out, active, config)
+            run.write_jsonl(f"eval_step_{step:05d}.jsonl", result.rows)
+            return {f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"}
+
+        result = train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
+                            resume=resume, show_progress=show_progress, held_out=evaluate_live if held_out else None)
+        if held_out:
+            final = evaluate(result.model_dir, held_out, active, config)
+            run.write_jsonl("eval_after_grpo.jsonl", final.rows)
+            run.write_json("heldout.json", final.by_type())
+    return result

@@ -17,81 +17,18 @@ With ``--model`` the tokenizer and tiny model are skipped and that checkpoint is
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
+from deepresearcher.train.heldout import EvalResult, evaluate, paired_gain
 
 logger = logging.getLogger(__name__)
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class EvalResult:
-    """Per-task scores of one evaluation and their summary by task type."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    def by_type(self) -> dict[str, dict[str, float]]:
-        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for row in self.rows:
-            groups[row["type"]].append(row)
-            groups["all"].append(row)
-        return {name: _summary(rows) for name, rows in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
-
-
-def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    n = len(rows)
-    f1 = [r["f1"] for r in rows]
-    mean = sum(f1) / n
-    std = math.sqrt(sum((x - mean) ** 2 for x in f1) / max(n - 1, 1))
-    return {
-        "n": n,
-        "success": sum(r["f1"] >= 0.999 for r in rows) / n,
-        "f1": mean,
-        "f1_se": std / math.sqrt(n),
-        "format_errors": sum(r["format_error"] for r in rows) / n,
-        "tool_calls": sum(r["tool_calls"] for r in rows) / n,
-    }
-
-
-def evaluate(
-    model_dir: Path, tasks: list[dict[str, Any]], rollouts: Any, config: Config, batch: int = 256
-) -> EvalResult:
-    """Episodes of the model in ``model_dir`` on ``tasks`` as ``eval`` runs them (``eval.temperature``, greedy
-    by default), scored like RL rewards."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from deepresearcher.train.rollout import score_trajectory
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
-    result = EvalResult()
-    with torch.no_grad():
-        for start in range(0, len(tasks), batch):
-            chunk = tasks[start : start + batch]
-            for task, trajectory in zip(chunk, rollouts.collect(chunk, model, tokenizer, decoding="eval"), strict=True):
-                scores = score_trajectory(trajectory, task, config)
-                result.rows.append({"id": task["id"], "type": task.get("type", "task"), **scores})
-    return result
-
-
-def paired_gain(before: EvalResult, after: EvalResult) -> tuple[float, float]:
-    """Mean F1 gain (after − before) over the same tasks, and its standard error (paired)."""
-    a = {r["id"]: r["f1"] for r in before.rows}
-    diffs = [r["f1"] - a[r["id"]] for r in after.rows if r["id"] in a]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / max(n - 1, 1))
-    return mean, std / math.sqrt(n)
 
 
 def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: list[Any], limit_pages: int = 4000) -> list[str]:
@@ -113,6 +50,13 @@ def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: lis
     return texts
 
 
+def require_world_data(config: Config) -> None:
+    """The quickstart's tokenizer, oracle and held-out worlds exist only for the synthetic world."""
+    if any(source.kind != "world" for source in config.train.data):
+        raise ConfigError("The quickstart trains on the synthetic world (its tokenizer, oracle and held-out worlds); "
+                          "for other questions use `deepresearcher sft --data ...` and `deepresearcher train --data ...`.")
+
+
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
@@ -124,6 +68,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
 
     cfg = config.train
+    require_world_data(config)
     if cfg.sft.steps == 0 and model is None:
         raise ConfigError("train.sft.steps=0 skips SFT, so the warm start must come from --model PATH "
                           "(e.g. runs/quickstart/sft_model); a from-scratch model cannot find the tool format by RL.")
@@ -145,7 +90,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         f"{f' (world {sets.held_out_dir})' if sets.held_out_dir else ''}")
     lap("world")
 
-    rollouts = WorldRollouts(config, seed=cfg.seed, world_dirs=sets.world_dirs)
+    rollouts = WorldRollouts(config, seed=cfg.seed, world_dirs=sets.environments)
     try:
         episodes = rollouts.oracle_episodes(sft_tasks, cfg.sft.snippet_only_fraction, cfg.sft.seed)
         lap("oracle")

@@ -1,12 +1,13 @@
 """The bridge between training and the agent: episodes against the real tools, and their rewards.
 
-``WorldRollouts`` owns one environment and toolbox per world for a whole run (built once, used by
-every step) and one event loop, so async resources stay bound to a single loop across steps. Worlds
-that share names but not facts (``world.names_seed``) reuse the same URLs, so each task carries the
-index of its world (``task["world"]``) and its tool calls go to that world's environment. It collects
-policy episodes with the live model (``collect``) and the oracle's episodes for SFT
-(``oracle_episodes``, ``replay``),
-both through the same rollout engine and chat template.
+``WorldRollouts`` owns one environment and toolbox per environment of the run (a world's own index, or
+the configured search backend for real questions; see ``train.tasks``) for a whole run (built once,
+used by every step) and one event loop, so async resources stay bound to a single loop across steps.
+Worlds that share names but not facts (``world.names_seed``) reuse the same URLs, so each task carries
+the index of its environment (``task["world"]``) and its tool calls go there. It collects policy
+episodes with the live model (``collect``), the oracle's episodes for SFT (``oracle_episodes``,
+``replay``) and recorded demonstrations (``replay_recorded``), all through the same rollout engine and
+chat template.
 """
 
 from __future__ import annotations
@@ -46,24 +47,26 @@ def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Confi
 
 
 def world_config(config: Config, world_dir: Path) -> Config:
-    """``config`` pointed at the world built in ``world_dir`` (its pages and its own index)."""
+    """``config`` pointed at the world built in ``world_dir`` (its pages and its own local index), whatever
+    backend serves the run's other questions."""
     return config.model_copy(update={
         "world": config.world.model_copy(update={"dir": world_dir}),
-        "search": config.search.model_copy(update={"index": world_dir / "index"}),
+        "search": config.search.model_copy(update={"index": world_dir / "index", "backend": "local"}),
     })
 
 
 class WorldRollouts:
-    """Episodes of a policy (or the oracle) against the configured environment, or one per world."""
+    """Episodes of a policy (or the oracle) against the configured environment, or one per entry of
+    ``world_dirs``: a world's directory, or None for the configured search environment (real questions)."""
 
-    def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path] | None = None) -> None:
+    def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path | None] | None = None) -> None:
         from deepresearcher.agent.protocols import get_protocol
         from deepresearcher.web import make_environment
 
         self.config = config
         self.seed = seed
         self.loop = asyncio.new_event_loop()
-        configs = [world_config(config, d) for d in world_dirs] if world_dirs else [config]
+        configs = [config if d is None else world_config(config, d) for d in world_dirs] if world_dirs else [config]
         self.envs = [make_environment(c) for c in configs]
         protocol = get_protocol(config.agent.protocol)
         self.toolboxes = [protocol.make_toolbox(env, c) for env, c in zip(self.envs, configs, strict=True)]
@@ -139,28 +142,34 @@ class WorldRollouts:
         The engine tokenizes each oracle turn as if sampled and appends the real tools' observations,
         so SFT data has exactly the layout RL rollouts have.
         """
-        from deepresearcher.agent.loop import run_rollouts
-        from deepresearcher.generate.scripted import ScriptedGenerator
-
-        template = make_template(tokenizer, self.config)
-        # The oracle's turns are data, not samples: neither the turn limit nor the per-turn token cap may cut them.
-        agent = self.config.agent.model_copy(update={"max_turns": max(self.config.agent.max_turns, 32),
-                                                     "max_tokens_per_turn": self.config.agent.context_budget})
-
-        async def one(task: dict[str, Any], episode: Any) -> Trajectory:
-            generator = ScriptedGenerator(tokenizer, [_strip_think(turn.assistant) for turn in episode.turns])
-            (trajectory,) = await run_rollouts([task], generator, self.toolbox(task), tokenizer, agent, template=template)
-            return trajectory
-
-        async def run_all() -> list[Trajectory]:
-            return list(await asyncio.gather(*(one(t, e) for t, e in zip(tasks, episodes, strict=True))))
-
-        return self.loop.run_until_complete(run_all())
+        turns = [[turn.assistant for turn in episode.turns] for episode in episodes]
+        return self.loop.run_until_complete(
+            replay_turns(self.config, tasks, turns, [self.toolbox(t) for t in tasks], tokenizer))
 
     def close(self) -> None:
         for env in self.envs:
             self.loop.run_until_complete(env.aclose())
         self.loop.close()
+
+
+async def replay_turns(config: Config, tasks: list[dict[str, Any]], turns: list[list[str]], toolboxes: list[Any],
+                       tokenizer: Any) -> list[Trajectory]:
+    """Each task's assistant turns (text) replayed through the rollout engine against its toolbox: token-level
+    trajectories in this tokenizer's template, laid out exactly as RL rollouts are (SFT data)."""
+    from deepresearcher.agent.loop import run_rollouts
+    from deepresearcher.generate.scripted import ScriptedGenerator
+
+    template = make_template(tokenizer, config)
+    # The turns are data, not samples: neither the turn limit nor the per-turn token cap may cut them.
+    agent = config.agent.model_copy(update={"max_turns": max(config.agent.max_turns, 32, *map(len, turns)),
+                                            "max_tokens_per_turn": config.agent.context_budget})
+
+    async def one(task: dict[str, Any], texts: list[str], toolbox: Any) -> Trajectory:
+        generator = ScriptedGenerator(tokenizer, [_strip_think(text) for text in texts])
+        (trajectory,) = await run_rollouts([task], generator, toolbox, tokenizer, agent, template=template)
+        return trajectory
+
+    return list(await asyncio.gather(*(one(*item) for item in zip(tasks, turns, toolboxes, strict=True))))
 
 
 def _strip_think(text: str) -> str:

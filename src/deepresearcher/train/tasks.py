@@ -1,17 +1,32 @@
-"""Which tasks a training run uses, from one world or from several that share names but not facts.
+"""Which tasks a training run uses, and which environment answers each: tasks from sources (``train.data``).
 
-``quickstart``, ``sft`` and ``train`` all draw their tasks here, so the SFT tasks, the GRPO prompts and
-the held-out tasks never overlap and are the same whichever command runs a stage.
+``quickstart``, ``sft`` and ``train`` (and the verl loop, through :func:`training_tasks`) all draw their
+tasks here, so the SFT tasks, the GRPO prompts and the held-out tasks never overlap and are the same
+whichever command runs a stage.
+
+Sources are the synthetic world (one world, or several that share names but not facts), benchmarks by
+name, and question files (DeepResearcher's verl parquet, a ``data mix`` output, a JSONL of
+``{question, golds}``, saved trajectories). Each task dict carries ``world``: the index of the
+environment that answers its tool calls in :attr:`TaskSets.environments`, a world's directory (its own
+index) or ``None`` for the configured search backend (``search``/``browse``: live, the offline
+``eval-corpus`` index, any ``index build`` corpus).
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from deepresearcher.config import Config
+from deepresearcher.config import Config, DataSource
+from deepresearcher.errors import ConfigError, DataError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
@@ -36,35 +51,212 @@ def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
 
 @dataclass
 class TaskSets:
-    """The tasks of one run; each task dict carries ``world``, the index of its world in ``world_dirs``."""
+    """The tasks of one run; each task dict carries ``world``, the index of its environment in ``environments``."""
 
     world_dirs: list[Path]  # the training worlds, then the held-out world when there is one
     held_out_dir: Path | None
-    sft: list[dict[str, Any]]  # oracle trajectories for the warm start
-    grpo: list[dict[str, Any]]  # RL prompts: train-split tasks not used for SFT
+    sft: list[dict[str, Any]]  # world tasks for the oracle's demonstrations (SFT warm start)
+    grpo: list[dict[str, Any]]  # RL prompts: the sources mixed by ratio, minus the SFT tasks
     test: list[dict[str, Any]]  # held-out evaluation, at most ``train.eval_tasks``
+    uses_search: bool = False  # some task is answered by the configured search backend
+
+    @property
+    def environments(self) -> list[Path | None]:
+        """One entry per environment index: the worlds' directories, then ``None`` (the search backend) if used."""
+        return [*self.world_dirs, *([None] if self.uses_search else [])]
+
+
+def eval_sources(config: Config) -> list[DataSource]:
+    """``train.eval_data``, or by default the world's held-out tasks when training on the world (else none)."""
+    cfg = config.train
+    if cfg.eval_data is not None:
+        return cfg.eval_data
+    world = next((s for s in cfg.data if s.kind == "world"), None)
+    return [] if world is None else [DataSource(kind="world", environment=world.environment)]
+
+
+def check_environments(config: Config, sources: list[DataSource]) -> None:
+    """Refuse a run whose questions would be researched in the wrong environment, saying what to set.
+
+    World and other sources share a run only when each says which environment serves it; real questions
+    need a real environment (the default local backend searches the synthetic world).
+    """
+    kinds = {s.kind == "world" for s in sources}
+    if len(kinds) == 2 and any(s.environment is None for s in sources):
+        unset = ", ".join(s.label for s in sources if s.environment is None)
+        raise ConfigError(
+            "train.data/eval_data mix synthetic-world tasks with other questions, so each source must say which "
+            f"environment serves it: set `environment: world` (the world's own index) or `environment: search` "
+            f"(the search section's backend) on {unset}."
+        )
+    real = [s.label for s in sources if s.serves == "search"]
+    if real and config.search.backend == "local" and config.search.index is None and not config.env.server_urls:
+        raise ConfigError(
+            f"{', '.join(real)}: real questions need a real environment, but search.backend is `local` with no "
+            "search.index, which searches the synthetic world. Set search.backend (serper, searxng, brave, ddgs) "
+            "for the live web, or search.index to an offline corpus index (`deepresearcher eval-corpus --out "
+            "corpora/eval` gives corpora/eval/index; `deepresearcher index build` indexes your own)."
+        )
+
+
+def _load_source(source: DataSource, split: str, data_dir: Path | None) -> list[Any]:
+    """The ``QATask`` questions of a benchmark or file source."""
+    from deepresearcher.data import load_benchmark, load_file
+
+    if source.kind == "benchmark":
+        assert source.name is not None  # checked by DataSource
+        return load_benchmark(source.name, split, path=source.path, limit=source.limit, data_dir=data_dir)
+    assert source.path is not None
+    return load_file(source.path, source=source.path.stem, split=source.split or "", limit=source.limit)
+
+
+def question_task(task: Any, env: int) -> dict[str, Any]:
+    """A ``QATask`` (benchmark, file) as the task dict the trainer keys by id, answered by environment ``env``."""
+    return {"id": task.id, "question": task.question, "answers": list(task.golds),
+            "answerable": task.metadata.get("answerable"), "type": task.source, "source": task.source, "world": env}
+
+
+def mix_by_ratio(pools: list[list[T]], ratios: list[float], seed: int) -> list[T]:
+    """The largest mix the (already shuffled) pools fill at exactly ``ratios``, shuffled with ``seed``.
+
+    One pool is taken whole and left in its order. Counts follow ``data.mix.allocate`` (largest remainder).
+    """
+    from deepresearcher.data import allocate
+
+    if len(pools) == 1:
+        return list(pools[0])
+    weight = sum(ratios)
+    total = min(math.floor(len(pool) * weight / r + 1e-9) for pool, r in zip(pools, ratios, strict=True))
+    counts = allocate(total, {f"{i:04d}": r for i, r in enumerate(ratios)})
+    mixed = [item for i, pool in enumerate(pools) for item in pool[: counts[f"{i:04d}"]]]
+    random.Random(seed).shuffle(mixed)
+    return mixed
+
+
+class _Builder:
+    """Loads the sources of one run into task dicts, each routed to its environment's index."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.sources = [*config.train.data, *eval_sources(config)]
+        check_environments(config, self.sources)
+        uses_world = any(s.kind == "world" or s.serves == "world" for s in self.sources)
+        self.train_dirs, self.held_out = ensure_training_worlds(config) if uses_world else ([], None)
+        self.world_dirs = self.train_dirs if self.held_out is None else [*self.train_dirs, self.held_out]
+        self.search_env = len(self.world_dirs)
+        self.uses_search = any(s.serves == "search" for s in self.sources)
+
+    def env(self, source: DataSource, world: int = 0) -> int:
+        return world if source.serves == "world" else self.search_env
+
+    def world_train(self, source: DataSource) -> list[dict[str, Any]]:
+        from deepresearcher.train.rollout import task_dict
+        from deepresearcher.world import load_tasks
+
+        split = source.split or self.config.train.split
+        tasks = [{**task_dict(t), "world": self.env(source, w)}
+                 for w, d in enumerate(self.train_dirs) for t in load_tasks(d, split)]
+        return tasks[: source.limit]
+
+    def world_test(self, source: DataSource) -> list[dict[str, Any]]:
+        from deepresearcher.train.rollout import task_dict
+        from deepresearcher.world import load_tasks
+
+        if self.held_out is None:
+            tasks = [{**task_dict(t), "world": self.env(source)} for t in load_tasks(self.train_dirs[0], source.split or "test")]
+        else:  # the held-out world's facts were never trained on: every split of it is held out
+            env = self.env(source, len(self.train_dirs))
+            tasks = [{**task_dict(t), "world": env}
+                     for split in ((source.split,) if source.split else ("train", "dev", "test"))
+                     for t in load_tasks(self.held_out, split)]
+        return tasks[: source.limit]
+
+    def questions(self, source: DataSource, default_split: str) -> list[dict[str, Any]]:
+        env = self.env(source)
+        tasks = [question_task(t, env) for t in _load_source(source, source.split or default_split, self.config.eval.data_dir)]
+        if not tasks:
+            raise DataError(f"data source {source.label} has no questions; check its split, path and limit.")
+        return tasks
+
+
+def _drop_repeats(pools: list[list[dict[str, Any]]], banned: set[str]) -> list[list[dict[str, Any]]]:
+    """Drop questions already kept by an earlier pool or held out for evaluation (normalized text)."""
+    from deepresearcher.data import question_key
+
+    seen = set(banned)
+    out = []
+    for pool in pools:
+        kept = []
+        for task in pool:
+            key = question_key(task["question"])
+            if key not in seen:
+                seen.add(key)
+                kept.append(task)
+        if len(kept) < len(pool):
+            logger.info("dropped %d repeated or held-out questions", len(pool) - len(kept))
+        out.append(kept)
+    return out
+
+
+def _unique_ids(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks with ids made unique (``id#2``, ...): the trainer keys prompts by id, and two files may both
+    number their rows ``<stem>_0, <stem>_1, ...``. World tasks' ids are unique already and stay as they are."""
+    seen: dict[str, int] = {}
+    out = []
+    for task in tasks:
+        count = seen[task["id"]] = seen.get(task["id"], 0) + 1
+        out.append(task if count == 1 else {**task, "id": f"{task['id']}#{count}"})
+    return out
 
 
 def task_sets(config: Config) -> TaskSets:
-    """Shuffle (seeded by ``train.seed``) and split the configured worlds' tasks.
+    """Load, shuffle (seeded by ``train.seed``) and split the run's sources into SFT, GRPO and test tasks.
 
-    One world: SFT and GRPO tasks come from its ``train.split`` split and the test tasks from its test
-    split. Several worlds: SFT and GRPO come from the training worlds' ``train.split`` splits and the
-    test tasks from every split of the held-out world, whose facts the model never saw.
+    World source: its tasks of every training world (split ``train.split``) are shuffled; the first
+    ``train.sft.num_tasks`` are the oracle's SFT tasks and the rest GRPO prompts. Other sources: their
+    questions, minus repeats and held-out questions, each shuffled with its own seed. Several sources are
+    mixed at their ratios (:func:`mix_by_ratio`). Test tasks: ``train.eval_data`` (default: the world's
+    test split, or every split of the held-out world with several worlds), at most ``train.eval_tasks``.
     """
-    from deepresearcher.train.rollout import task_dict
-    from deepresearcher.world import load_tasks
+    from deepresearcher.data import question_key
 
     cfg = config.train
-    train_dirs, held_out = ensure_training_worlds(config)
-    train = [{**task_dict(t), "world": w} for w, d in enumerate(train_dirs) for t in load_tasks(d, cfg.split)]
-    if held_out is None:
-        test = [{**task_dict(t), "world": 0} for t in load_tasks(train_dirs[0], "test")]
-    else:
-        test = [{**task_dict(t), "world": len(train_dirs)} for split in ("train", "dev", "test")
-                for t in load_tasks(held_out, split)]
-    random.Random(cfg.seed).shuffle(train)
-    random.Random(cfg.seed + 1).shuffle(test)
-    sft, grpo = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :] or train
-    dirs = train_dirs if held_out is None else [*train_dirs, held_out]
-    return TaskSets(dirs, held_out, sft, grpo, test[: cfg.eval_tasks])
+    build = _Builder(config)
+    tests: list[list[dict[str, Any]]] = []
+    test_sources = eval_sources(config)
+    for source in test_sources:
+        tests.append(build.world_test(source) if source.kind == "world" else build.questions(source, "dev"))
+    for i, pool in enumerate(tests):
+        random.Random(cfg.seed + 1 if len(tests) == 1 else f"{cfg.seed + 1}:{i}").shuffle(pool)
+    test = _unique_ids(mix_by_ratio(tests, [s.ratio for s in test_sources], cfg.seed + 1)[: cfg.eval_tasks] if tests else [])
+
+    worlds = [s for s in cfg.data if s.kind == "world"]
+    if len(worlds) > 1:
+        raise ConfigError("train.data lists the world more than once; give one world source (train.num_worlds "
+                          "trains on several shared-name worlds).")
+    pools: list[list[dict[str, Any]]] = []
+    ratios: list[float] = []
+    sft: list[dict[str, Any]] = []
+    if worlds:
+        train = build.world_train(worlds[0])
+        random.Random(cfg.seed).shuffle(train)
+        sft, rest = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :] or train
+        pools.append(rest)
+        ratios.append(worlds[0].ratio)
+    others = [s for s in cfg.data if s.kind != "world"]
+    real = _drop_repeats([build.questions(s, "train") for s in others], {question_key(t["question"]) for t in test})
+    for i, (source, pool) in enumerate(zip(others, real, strict=True)):
+        if not pool:
+            raise DataError(f"data source {source.label}: every question repeats an earlier source's or a held-out "
+                            "one (train.eval_data); train on other questions or drop the repeated source.")
+        random.Random(f"{cfg.seed}:{i}:{source.label}").shuffle(pool)
+        pools.append(pool)
+        ratios.append(source.ratio)
+    grpo = _unique_ids(mix_by_ratio(pools, ratios, cfg.seed))
+    return TaskSets(build.world_dirs, build.held_out, sft, grpo, test, build.uses_search)
+
+
+def training_tasks(config: Config) -> list[dict[str, Any]]:
+    """The run's RL prompts as task dicts (``id``, ``question``, ``answers``, ``answerable``, ``world``; ``source``
+    for real questions): what GRPO trains on, and what the verl loop writes as its parquet."""
+    return task_sets(config).grpo
