@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from deepresearcher.errors import ConfigError
 from deepresearcher.inference.embedded import EMBEDDED_NAMES, smollm2_checkpoint
 
@@ -23,10 +25,11 @@ _lock = threading.Lock()
 _loaded: dict[Path, tuple[Any, Any]] = {}
 
 
-def resolve_checkpoint(name: str | Path, cache_dir: Path) -> Path:
-    """The checkpoint directory ``name`` stands for (the embedded model is converted on first use)."""
+def resolve_checkpoint(name: str | Path, cache_dir: Path | None = None) -> Path:
+    """The checkpoint directory ``name`` stands for (the embedded model is converted on first use, into
+    ``cache_dir``: default the user cache directory, as ``Config.resolved_cache_dir``)."""
     if str(name) in EMBEDDED_NAMES:
-        return smollm2_checkpoint(cache_dir)
+        return smollm2_checkpoint(cache_dir or Path(platformdirs.user_cache_dir("deepresearcher")))
     path = Path(name).expanduser()
     if not (path / "config.json").is_file():
         raise ConfigError(
@@ -59,6 +62,6 @@ def load_checkpoint(path: str | Path, *, shared: bool = True) -> tuple[Any, Any]
         return loaded
 
 
-def load_model(name: str | Path, cache_dir: Path) -> tuple[Any, Any]:
+def load_model(name: str | Path, cache_dir: Path | None = None) -> tuple[Any, Any]:
     """``(model, tokenizer)`` for a model name from config (see :func:`resolve_checkpoint`), shared per process."""
     return load_checkpoint(resolve_checkpoint(name, cache_dir))

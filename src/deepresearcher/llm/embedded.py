@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import platformdirs
-
 from deepresearcher.config import LLMClientConfig
 from deepresearcher.inference.embedded import EMBEDDED_MODEL_NAME
 from deepresearcher.llm.local import LocalChatClient, apply_thread_setting
@@ -21,7 +19,7 @@ def embedded_chat_client(config: LLMClientConfig | None = None, cache_dir: Path 
 
     config = config or LLMClientConfig()
     apply_thread_setting(config.threads)
-    model, tokenizer = load_model("smollm2", cache_dir or Path(platformdirs.user_cache_dir("deepresearcher")))
+    model, tokenizer = load_model("smollm2", cache_dir)
     return LocalChatClient(
         model, tokenizer, name=EMBEDDED_MODEL_NAME, max_new_tokens=config.max_new_tokens,
         temperature=config.temperature, max_batch=config.max_batch, batch_window_ms=config.batch_window_ms,

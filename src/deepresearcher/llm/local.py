@@ -68,7 +68,7 @@ class LocalChatClient:
             raise ConfigError("`local` client: set `model` to a checkpoint directory (config.json + weights) or "
                               "`smollm2`, or use kind `embedded`.")
         apply_thread_setting(config.threads)
-        model, tokenizer = load_model(config.model, cache_dir or Path("."))
+        model, tokenizer = load_model(config.model, cache_dir)
         return cls(
             model, tokenizer, name=Path(config.model).name, max_new_tokens=config.max_new_tokens,
             temperature=config.temperature, max_batch=config.max_batch, batch_window_ms=config.batch_window_ms,
