@@ -63,10 +63,10 @@ def make_policy(
         from deepresearcher.generate.vllm_gen import VLLMColocatedGenerator
 
         return VLLMColocatedGenerator(vllm_llm, seed=seed), tokenizer
-    if model is not None:
+    if model is not None:  # a training step: its rows come back from their tools together; join per turn
         from deepresearcher.inference.engine import LocalEngine
 
-        return LocalEngine(model, tokenizer, **local), tokenizer
+        return LocalEngine(model, tokenizer, join_every=agent.max_tokens_per_turn, **local), tokenizer
     policy = agent.policy.strip()
     kind, sep, target = policy.partition(":")
     if sep and kind in ("vllm", "openai", "openai-chat") and target:

@@ -4,11 +4,14 @@ Every local caller uses it: the policy in ``research`` and ``eval``, GRPO rollou
 live weights, and the local reader/judge chat clients. One decode thread owns the model and a running
 batch, so the event loop never waits on a forward pass:
 
-- **continuous admission**: requests that arrive while the batch decodes join it at the next step
-  (prefilled together, left-padded, their KV cache merged into the running one), up to
-  ``max_batch_size`` rows; from idle the thread waits ``batch_wait_s`` so simultaneous requests share
-  the first prefill. Each row leaves the batch the step it finishes, so a short turn never waits for
-  a long one;
+- **continuous admission**: requests that arrive while the batch decodes join it (prefilled together,
+  left-padded, their KV cache merged into the running one), up to ``max_batch_size`` rows. Newcomers
+  join once as many wait as rows run, or after ``join_every`` decode steps, so the episodes that come
+  back from their tool calls one by one share one prefill instead of paying a forward pass each (a
+  training step, whose rows return together, passes a turn's length and decodes in near rounds; on
+  the CPU a tiny model's extra forward passes cost more than the wait); from idle, and when a batch has
+  drained, the thread waits ``batch_wait_s`` so simultaneous requests share one prefill. Each row leaves the batch the step
+  it finishes, so a short turn never waits for a long one;
 - **KV cache across turns**: a request with ``SamplingParams.session`` whose prompt extends that
   session's last prompt + sampled ids reuses its keys and values and encodes only the new tokens (an
   episode's next turn encodes only the tool's observation). Kept sessions are bounded in bytes;
@@ -109,8 +112,10 @@ class LocalEngine:
         batch_wait_s: float = 0.005,
         seed: int = 0,
         kv_cache_bytes: int = 1 << 30,
+        join_every: int = 8,
     ) -> None:
         self.model = model
+        self.join_every = join_every
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.batch_wait_s = batch_wait_s
@@ -204,14 +209,23 @@ class LocalEngine:
 
         batch: _Batch | None = None
         newcomers: list[_Row] = []
+        waited = 0  # decode steps since a request was first seen waiting beside a running batch
         time.sleep(self.batch_wait_s)  # from idle: let simultaneous requests share the first prefill
         try:
             with torch.inference_mode():
+                was_active = False
                 while True:
                     active = len(batch.rows) if batch else 0
-                    newcomers = self._take_pending(self.max_batch_size - active)
-                    if newcomers:
-                        batch = self._admit(batch, newcomers)
+                    if was_active and not active:  # drained: requests arriving together share the next prefill
+                        time.sleep(self.batch_wait_s)
+                    was_active = bool(active)
+                    waiting = not self._pending.empty()
+                    waited = waited + 1 if waiting and active else 0
+                    if not active or waited > self.join_every or (waiting and self._pending.qsize() >= active):
+                        newcomers = self._take_pending(self.max_batch_size - active)
+                        if newcomers:
+                            batch = self._admit(batch, newcomers)
+                        waited = 0
                     if batch is None or not batch.rows:
                         with self._state:
                             if self._pending.empty():
