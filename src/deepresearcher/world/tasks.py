@@ -26,7 +26,7 @@ TASK_TYPES = ("hop1", "hop2", "hop3", "comparison", "two_page", "conflict", "una
 ANSWER_SHARE = 0.05
 # Comparisons and yes/no questions, each, per task of the other types: a guess is right half the time
 # on both, so they are kept few enough that guessing does not make a world easy.
-PAIR_SHARE = 0.08
+PAIR_SHARE = 0.06
 
 # Relation paths for multi-hop chains, by the kind of the first subject.
 _PATHS_2 = (
