@@ -99,6 +99,6 @@ def test_margin_rows_put_the_model_next_to_every_baseline() -> None:
     report = fit_baselines(train).evaluate(train[:4])
     rows = margin_rows(report, {"after SFT": {"two_page": 0.5, "all": 0.5}, "after GRPO": {"two_page": 0.75, "all": 0.75}})
     assert [r["type"] for r in rows] == ["two_page", "all"]
-    assert rows[-1]["best"] == 1.0 and rows[-1]["margin (after GRPO)"] == "-25.0"
+    assert rows[-1]["best"] == 1.0 and rows[-1]["margin (after GRPO)"] == pytest.approx(-0.25)
     summary = report.to_dict(model_f1={"two_page": 0.75, "all": 0.75})
     assert summary["margin_over_best"] == {"two_page": -0.25, "all": -0.25}

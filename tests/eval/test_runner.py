@@ -107,3 +107,32 @@ def test_world_is_a_benchmark(small_world):
     assert {t.split for t in tasks["world"]} == {"test"}
     assert {t.source for t in tasks["world:dev"]} == {"world"} and tasks["world:dev"][0].split == "dev"
     assert any(t.metadata["answerable"] is False for t in tasks["world"])
+
+
+def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(
+    no_sayer, world_eval_overrides, small_world, qwen_tokenizer, tmp_path
+):
+    """A policy that answers "no" to everything: its rows keep the answer, golds and tool calls, and the
+    reports put it beside the baselines fitted on the world's train split, with its margin."""
+    from deepresearcher.eval.baselines import fit_baselines
+    from deepresearcher.generate.openai_gen import OpenAITextGenerator
+    from deepresearcher.world import load_tasks
+
+    out = tmp_path / "eval"
+    cfg = load_config(overrides=[*world_eval_overrides, "eval.limit=40"])
+    result = run_eval(cfg, out, policy=(OpenAITextGenerator(no_sayer.base_url, qwen_tokenizer, "scripted"), qwen_tokenizer))
+    records = read_records(out / "trajectories.jsonl")
+    assert len(records) == 40 and {r["answer"] for r in records} == {"no"}
+    assert all(r["golds"] and r["trajectory"]["turns"][0]["tool_call"]["name"] == "web_search" for r in records)
+    tasks = {t.id: t for t in load_tasks(small_world, "test")}
+    section = result.metrics["baselines"]["world"]
+    expected = fit_baselines(load_tasks(small_world, "train")).evaluate([tasks[r["task_id"]] for r in records])
+    assert section["f1"] == expected.f1 and section["n"]["all"] == 40
+    no_share = sum(tasks[r["task_id"]].answers == ["no"] for r in records) / 40
+    assert section["model_f1"]["all"] == pytest.approx(no_share)
+    assert section["margin_over_best"]["all"] == pytest.approx(no_share - expected.f1["best"]["all"])
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["baselines"]["world"]["best_uses"] == expected.choice
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "## No-tools baselines: world" in md and "| all | 40 |" in md and "relation prior" in md
+    assert "No-tools baselines: world" in html and "relation prior" in html

@@ -32,7 +32,8 @@ from typing import Any
 from deepresearcher.reward import f1_score, normalize_answer, says_cannot_find
 from deepresearcher.world import UNANSWERABLE_ANSWER, Task
 
-__all__ = ["BASELINES", "BaselineReport", "Baselines", "Guess", "GuessTask", "fit_baselines", "margin_rows"]
+__all__ = ["BASELINES", "BaselineReport", "Baselines", "Guess", "GuessTask", "fit_baselines", "margin_rows",
+           "model_f1_by_type"]
 
 BASELINES: tuple[str, ...] = ("type_prior", "relation_prior", "cannot_find")
 """The fitted baselines, in the order ties are broken; ``best`` picks among them per task type."""
@@ -193,6 +194,11 @@ class BaselineReport:
     choice: dict[str, str] = field(default_factory=dict)
     guesses: dict[str, dict[str, str]] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BaselineReport:
+        """Back from ``to_dict`` (a report's JSON)."""
+        return cls(n=data["n"], f1=data["f1"], choice=data.get("best_uses", {}), guesses=data.get("guesses", {}))
+
     def to_dict(self, model_f1: dict[str, float] | None = None) -> dict[str, Any]:
         """For a summary JSON; with the model's F1 per type, also its margin over ``best``."""
         out: dict[str, Any] = {"n": self.n, "f1": self.f1, "best_uses": self.choice, "guesses": self.guesses}
@@ -205,8 +211,8 @@ class BaselineReport:
 def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     """Table rows, one per task type and ``all``: n, each model's F1, each baseline's, and the margins.
 
-    ``models`` maps a column name ("after SFT", "model") to F1 per type; each gets a ``margin`` column
-    (its F1 minus ``best``'s), in F1 points.
+    ``models`` maps a column name ("after SFT", "model") to F1 per type; each gets a ``margin`` column:
+    its F1 minus ``best``'s (fractions, as every F1 here; renderers format them).
     """
     rows = []
     for kind, n in report.n.items():
@@ -218,6 +224,16 @@ def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]]) -> 
         row["best uses"] = report.choice.get(kind, "per type") if kind != ALL else "per type"
         for name, f1 in models.items():
             if f1.get(kind) is not None:
-                row[f"margin ({name})" if len(models) > 1 else "margin"] = f"{100 * (f1[kind] - report.f1['best'][kind]):+.1f}"
+                row[f"margin ({name})" if len(models) > 1 else "margin"] = f1[kind] - report.f1["best"][kind]
         rows.append(row)
     return rows
+
+
+def model_f1_by_type(rows: Iterable[dict[str, Any]], types: dict[str, str]) -> dict[str, float]:
+    """Mean F1 of scored rows (each with a task id under ``id`` or ``task_id``) per task type and ``all``."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        kind = types[row.get("task_id", row.get("id"))]
+        groups[kind].append(float(row["f1"]))
+        groups[ALL].append(float(row["f1"]))
+    return {k: sum(v) / len(v) for k, v in groups.items()}

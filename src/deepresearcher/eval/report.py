@@ -21,7 +21,7 @@ import orjson
 from deepresearcher.config import Config
 from deepresearcher.eval.aggregate import METRICS, summarize
 
-__all__ = ["markdown_table", "metrics_document", "write_reports"]
+__all__ = ["baseline_tables", "markdown_table", "metrics_document", "write_reports"]
 
 _LABELS = {"em": "EM", "f1": "F1", "cover_em": "cover-EM", "judge": "judge"}
 _META_KEYS = ("search_backend", "search_index", "top_k", "reader", "judge_model", "policy", "date", "config_hash")
@@ -84,11 +84,40 @@ def settings_lines(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def write_reports(out: Path, records: list[dict[str, Any]], config: Config, order: list[str] | None = None) -> dict[str, Any]:
-    """Write metrics.json, report.md and report.html into ``out``; return the metrics document."""
+def baseline_tables(document: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """(benchmark, Markdown table) per world benchmark: the policy's F1 beside each no-tools baseline, by task type."""
+    from deepresearcher.eval.baselines import BaselineReport, margin_rows
+
+    tables = []
+    for label, section in document.get("baselines", {}).items():
+        rows = margin_rows(BaselineReport.from_dict(section), {"policy": section["model_f1"]})
+        cols = list(rows[0])
+        lines = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
+        for row in rows:
+            cells = [f"{100 * v:+.1f}" if c == "margin" else _pct(v) if isinstance(v, float) else str(v)
+                     for c, v in row.items()]
+            lines.append("| " + " | ".join(cells) + " |")
+        tables.append((label, lines))
+    return tables
+
+
+BASELINES_NOTE = ("F1 in percent by task type. The baselines answer without tools, from guesses fitted on the "
+                  "world's train split only: type prior (best constant answer per type), relation prior (per type "
+                  "and relation), cannot find; best: per type, the one that did best on held-out training tasks. "
+                  "margin: the policy's F1 minus best's, in points.")
+
+
+def write_reports(out: Path, records: list[dict[str, Any]], config: Config, order: list[str] | None = None,
+                  baselines: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write metrics.json, report.md and report.html into ``out``; return the metrics document.
+
+    ``baselines`` (``runner.world_baselines``) adds, per world benchmark, the no-tools baselines table.
+    """
     from deepresearcher.eval.viewer import render_html
 
     document = metrics_document(records, config, order)
+    if baselines:
+        document["baselines"] = baselines
     (out / "metrics.json").write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     k = document["meta"]["samples"]
     md = [
@@ -102,6 +131,8 @@ def write_reports(out: Path, records: list[dict[str, Any]], config: Config, orde
         *settings_lines(document["meta"]),
         "",
     ]
+    for label, lines in baseline_tables(document):
+        md += [f"## No-tools baselines: {label}", "", BASELINES_NOTE, "", *lines, ""]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
     (out / "report.html").write_text(render_html(document, records), encoding="utf-8")
     return document

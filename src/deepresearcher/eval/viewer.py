@@ -194,17 +194,26 @@ document.body.dataset.ready='1';
 """
 
 
+def _html_table(markdown: list[str]) -> str:
+    """A Markdown table (header, rule, rows) as an HTML table."""
+    header = [c.strip() for c in markdown[0].strip("|").split("|")]
+    body = [[c.strip().replace("**", "") for c in line.strip("|").split("|")] for line in markdown[2:]]
+    table = "<table class=metrics><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr>"
+    table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
+    return table + "</table>"
+
+
 def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:
     """The whole report page: title, table, settings, filters and the embedded rollouts."""
     from deepresearcher.eval.report import markdown_table, settings_lines
 
+    from deepresearcher.eval.report import BASELINES_NOTE, baseline_tables
+
     meta = document["meta"]
-    rows = markdown_table(document).splitlines()
-    header = [c.strip() for c in rows[0].strip("|").split("|")]
-    body = [[c.strip().replace("**", "") for c in line.strip("|").split("|")] for line in rows[2:]]
-    table = "<table class=metrics><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in header) + "</tr>"
-    table += "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
-    table += "</table>"
+    table = _html_table(markdown_table(document).splitlines())
+    for label, lines in baseline_tables(document):
+        table += f"<h2>No-tools baselines: {html.escape(label)}</h2><p>{html.escape(BASELINES_NOTE)}</p>"
+        table += _html_table(lines)
     settings = "".join(f"<li>{html.escape(line[2:].replace('`', ''))}</li>" for line in settings_lines(meta))
     data = {"benchmarks": list(document["benchmarks"]), "records": [slim_record(r) for r in records]}
     options = "".join(f'<option value="{o}">{o.replace("_", " ")}</option>' for o in OUTCOMES)
