@@ -144,11 +144,15 @@ def test_fewer_background_sentences_shorten_articles_and_change_nothing_else(tmp
 def test_guessing_does_not_pay(small_world: Path) -> None:
     """Yes/no and comparison winners are 50/50, and no answer is over 5% of its type and relation."""
     tasks = _all_tasks(small_world)
-    yes_no = Counter(t.answers[0] for t in tasks if t.type == "two_page")
-    assert set(yes_no) == {"yes", "no"} and abs(yes_no["yes"] - yes_no["no"]) <= 1, yes_no
+    for split in ("train", "dev", "test"):  # balanced in every split, so no split rewards a guess
+        in_split = load_tasks(small_world, split)
+        yes_no = Counter(t.answers[0] for t in in_split if t.type == "two_page")
+        assert set(yes_no) == {"yes", "no"} and abs(yes_no["yes"] - yes_no["no"]) <= 1, (split, yes_no)
+        comparisons = [t for t in in_split if t.type == "comparison"]
+        first = sum(t.answers[0] == t.chain[0].subject for t in comparisons)
+        assert abs(2 * first - len(comparisons)) <= 1, (split, first, len(comparisons))
+    assert len({t.type for t in load_tasks(small_world, "test")[:40]}) >= 4, "a prefix of a split mixes the types"
     comparisons = [t for t in tasks if t.type == "comparison"]
-    first = sum(t.answers[0] == t.chain[0].subject for t in comparisons)
-    assert abs(2 * first - len(comparisons)) <= 1, (first, len(comparisons))
     assert {"earlier", "later", "larger", "smaller"} <= {w.strip(",") for t in comparisons for w in t.question.split()}
     groups: dict[tuple[str, str], Counter[str]] = {}
     for task in tasks:

@@ -256,9 +256,26 @@ def _cap_answers(tasks: list[Task], share: float = ANSWER_SHARE) -> list[Task]:
     return [t for t in tasks if id(t) in keep]
 
 
+def _binary_label(task: Task) -> str:
+    """What a guess of a two-way task could exploit: the yes/no answer, or which name wins."""
+    return task.answers[0] if task.type == "two_page" else str(task.answers[0] == task.chain[0].subject)
+
+
+def _interleaved(group: list[Task]) -> list[Task]:
+    """``group`` reordered to alternate its labels (yes, no, yes, ...), so every slice of it is balanced."""
+    by_label: dict[str, list[Task]] = {}
+    for task in group:
+        by_label.setdefault(_binary_label(task), []).append(task)
+    columns = list(by_label.values())
+    return [col[i] for i in range(max(map(len, columns), default=0)) for col in columns if i < len(col)]
+
+
 def split_tasks(tasks: list[Task], prefix: str, fractions=(0.8, 0.1, 0.1)) -> dict[str, list[Task]]:
-    """Number tasks and split them into train/dev/test, each type spread evenly over the splits."""
-    splits: dict[str, list[Task]] = {"train": [], "dev": [], "test": []}
+    """Number tasks and split them into train/dev/test, each type spread evenly over the splits.
+
+    Within a split the tasks keep their (shuffled) order, so a prefix (``eval --limit``) mixes the types;
+    yes/no questions and comparisons are balanced within every split, not only over the world.
+    """
     seen: set[str] = set()
     by_type: dict[str, list[Task]] = {t: [] for t in TASK_TYPES}
     for task in tasks:
@@ -266,11 +283,14 @@ def split_tasks(tasks: list[Task], prefix: str, fractions=(0.8, 0.1, 0.1)) -> di
             seen.add(task.question)
             by_type[task.type].append(task)
     for kind in TASK_TYPES:
-        group = by_type[kind]
+        group = _interleaved(by_type[kind]) if kind in ("two_page", "comparison") else by_type[kind]
         n_dev = round(len(group) * fractions[1])
         n_test = round(len(group) * fractions[2])
         for i, task in enumerate(group):
             task.split = "test" if i < n_test else "dev" if i < n_test + n_dev else "train"
+    splits: dict[str, list[Task]] = {"train": [], "dev": [], "test": []}
+    for task in tasks:
+        if task.split:
             splits[task.split].append(task)
     for name, group in splits.items():
         for i, task in enumerate(group):
