@@ -434,13 +434,20 @@ class TrainConfig(Section):
     bf16: bool = Field(False, description="Train in bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
     eval_tasks: int = Field(1000, ge=1, description="Held-out test tasks evaluated before and after RL (quickstart).")
+    eval_world: Literal["dev", "test"] = Field(
+        "test",
+        description="Held-out tasks the quickstart evaluates: `dev` to choose a recipe (steps, learning rates, "
+        "warm start), `test` for the figures the docs report (never used to choose anything). With "
+        "num_worlds > 1 they are two more unseen worlds, seeds world.seed+num_worlds (dev) and +1 (test); "
+        "with one world, its dev or test split.",
+    )
     num_worlds: int = Field(
         1,
         ge=1,
         description="Quickstart: train on this many worlds (seeds world.seed, world.seed+1, ...) that share one "
         "name pool (world.names_seed, else world.seed) but not facts, so memorized facts are useless and the "
         "model must copy from the question and the tools; held-out tasks then come from one more such world "
-        "never trained on. 1: the single configured world and its test split.",
+        "never trained on (train.eval_world). 1: the single configured world and its dev or test split.",
     )
     compact_prompt: bool = Field(
         False,

@@ -14,11 +14,17 @@ from typing import Any
 from deepresearcher.config import Config
 
 
+def held_out_seed(config: Config) -> int:
+    """The seed of the held-out world of ``train.eval_world``: the dev world right after the training
+    worlds, the test world after it. Recipes are chosen on dev; the reported figures come from test."""
+    return config.world.seed + config.train.num_worlds + (config.train.eval_world == "test")
+
+
 def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
     """The training worlds' directories and the held-out world's (None with ``train.num_worlds`` 1).
 
     With several worlds, world i has seed ``world.seed + i`` and every world (the held-out one,
-    seed ``world.seed + num_worlds``, included) draws names from one pool, so only copying generalizes.
+    ``held_out_seed``, included) draws names from one pool, so only copying generalizes.
     """
     from deepresearcher.web.local_world import ensure_world
 
@@ -28,8 +34,8 @@ def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
     names_seed = config.world.names_seed if config.world.names_seed is not None else config.world.seed
     dirs = [
         ensure_world(config.model_copy(update={"world": config.world.model_copy(
-            update={"seed": config.world.seed + i, "names_seed": names_seed, "dir": None})}))
-        for i in range(n + 1)
+            update={"seed": seed, "names_seed": names_seed, "dir": None})}))
+        for seed in [*range(config.world.seed, config.world.seed + n), held_out_seed(config)]
     ]
     return dirs[:n], dirs[n]
 
@@ -48,9 +54,10 @@ class TaskSets:
 def task_sets(config: Config) -> TaskSets:
     """Shuffle (seeded by ``train.seed``) and split the configured worlds' tasks.
 
-    One world: SFT and GRPO tasks come from its ``train.split`` split and the test tasks from its test
-    split. Several worlds: SFT and GRPO come from the training worlds' ``train.split`` splits and the
-    test tasks from every split of the held-out world, whose facts the model never saw.
+    One world: SFT and GRPO tasks come from its ``train.split`` split and the test tasks from its
+    ``train.eval_world`` split (dev or test). Several worlds: SFT and GRPO come from the training worlds'
+    ``train.split`` splits and the test tasks from every split of the held-out (dev or test) world, whose
+    facts the model never saw.
     """
     from deepresearcher.train.rollout import task_dict
     from deepresearcher.world import load_tasks
@@ -59,7 +66,7 @@ def task_sets(config: Config) -> TaskSets:
     train_dirs, held_out = ensure_training_worlds(config)
     train = [{**task_dict(t), "world": w} for w, d in enumerate(train_dirs) for t in load_tasks(d, cfg.split)]
     if held_out is None:
-        test = [{**task_dict(t), "world": 0} for t in load_tasks(train_dirs[0], "test")]
+        test = [{**task_dict(t), "world": 0} for t in load_tasks(train_dirs[0], cfg.eval_world)]
     else:
         test = [{**task_dict(t), "world": len(train_dirs)} for split in ("train", "dev", "test")
                 for t in load_tasks(held_out, split)]
