@@ -69,6 +69,7 @@ def evaluate(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from deepresearcher.train.quickstart_report import heldout_row
     from deepresearcher.train.rollout import score_trajectory
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -81,8 +82,7 @@ def evaluate(
             for start in range(0, len(tasks), batch):
                 chunk = tasks[start : start + batch]
                 for task, trajectory in zip(chunk, rollouts.collect(chunk, model, tokenizer), strict=True):
-                    scores = score_trajectory(trajectory, task, config)
-                    result.rows.append({"id": task["id"], "type": task.get("type", "task"), **scores})
+                    result.rows.append(heldout_row(task, trajectory, score_trajectory(trajectory, task, config)))
     finally:
         rollouts.config = saved
     return result
@@ -120,7 +120,7 @@ def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: lis
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.train.grpo import train_grpo
-    from deepresearcher.train.report import write_report
+    from deepresearcher.train.quickstart_report import write_quickstart_report
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.sft import train_sft
@@ -197,15 +197,16 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     finally:
         rollouts.close()
 
-    stages = [("after SFT", after_sft)] + ([("after GRPO", after_grpo)] if after_grpo else [])
+    stages = {"after SFT": after_sft, **({"after GRPO": after_grpo} if after_grpo else {})}
     summary: dict[str, Any] = {
         "oracle_f1": oracle_f1,
         "after_sft": after_sft.by_type()["all"],
         "eval_tasks": len(test_tasks),
+        "eval_world": cfg.eval_world,
         "timings_s": timings,
         "total_s": round(sum(timings.values()), 1),
     }
-    notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}. Step times (s): {timings}."]
+    notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}."]
     if after_grpo is not None:
         gain, se = paired_gain(after_sft, after_grpo)
         summary.update(after_grpo=after_grpo.by_type()["all"], f1_gain=gain, f1_gain_se=se)
@@ -213,10 +214,8 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"F1 gain from GRPO: {100 * gain:+.1f} points (paired SE {100 * se:.1f}) on {len(test_tasks)} held-out "
             f"tasks; format-error rate {after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
-    rows = [{"stage": stage, "type": kind, **s} for stage, res in stages for kind, s in res.by_type().items()]
-    run.write_json("summary.json", summary)
-    write_report(run, title=f"deepresearcher quickstart ({cfg.run_name})", tables={"Held-out evaluation": rows}, notes=notes)
-    say(f"report: {run.root / 'report.html'}")
+    summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
+                                      test_tasks=test_tasks, timings=timings, notes=notes, say=say)
     return summary
 
 

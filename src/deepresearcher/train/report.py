@@ -107,12 +107,17 @@ def write_report(
     tables: dict[str, list[dict[str, Any]]] | None = None,
     notes: list[str] | None = None,
     examples: int = 3,
+    links: dict[str, str] | None = None,
 ) -> Path:
-    """Write ``report.html`` (and its PNGs) into the run directory; ``tables`` maps a heading to rows."""
+    """Write ``report.html`` (and its PNGs) into the run directory; ``tables`` maps a heading to rows,
+    ``notes`` are the opening paragraphs and ``links`` maps a label to a page relative to the run."""
     images = plot_curves(run)
     sections = [f"<h1>{html.escape(title)}</h1>"]
     for note in notes or []:
         sections.append(f"<p>{html.escape(note)}</p>")
+    if links:
+        items = "".join(f'<li><a href="{html.escape(href)}">{html.escape(label)}</a></li>' for label, href in links.items())
+        sections.append(f"<ul>{items}</ul>")
     for heading, rows in (tables or {}).items():
         sections.append(f"<h2>{html.escape(heading)}</h2>{_table(rows)}")
     if images:

@@ -57,6 +57,7 @@ def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Confi
         "reward": reward,
         "f1": metrics["f1"],
         "em": metrics["em"],
+        "cover_em": metrics["cover_em"],
         "format_error": 0.0 if check.ok else 1.0,
         "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
     }
