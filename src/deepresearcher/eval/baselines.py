@@ -221,7 +221,7 @@ def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]]) -> 
             row[name] = f1.get(kind)
         for b in (*BASELINES, "best"):
             row[b.replace("_", " ")] = report.f1[b][kind]
-        row["best uses"] = report.choice.get(kind, "per type") if kind != ALL else "per type"
+        row["best uses"] = report.choice.get(kind, "").replace("_", " ") if kind != ALL else "per type"
         for name, f1 in models.items():
             if f1.get(kind) is not None:
                 row[f"margin ({name})" if len(models) > 1 else "margin"] = f1[kind] - report.f1["best"][kind]
