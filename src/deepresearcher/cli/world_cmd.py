@@ -102,7 +102,8 @@ def _print_manifest(manifest: dict, where: Path) -> None:
         table.add_row(split, *(str(counts.get(kind, 0)) for kind in types))
     console.print(table)
     entities = ", ".join(f"{n} {k}" for k, n in manifest["entities"].items())
-    console.print(f"{manifest['pages']} pages; entities: {entities}")
+    console.print(f"{manifest['pages']} pages; entities: {entities}; generator version "
+                  f"{manifest.get('generator_version', 1)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -99,7 +99,8 @@ def _f1(answer: str | None, golds: tuple[str, ...], answerable: bool) -> float:
 def _candidates(group: list[GuessTask]) -> list[Guess]:
     """Positions (for comparisons), then the group's most frequent answers and answer tokens."""
     answers = Counter(t.golds[0] for t in group if t.golds)
-    tokens = Counter(tok for t in group for tok in set(normalize_answer(t.golds[0]).split()) if t.golds)
+    # dict.fromkeys, not set: ties must break the same way in every process (set order follows the hash seed)
+    tokens = Counter(tok for t in group if t.golds for tok in dict.fromkeys(normalize_answer(t.golds[0]).split()))
     width = max((len(t.names) for t in group), default=0)
     texts = [a for a, _ in answers.most_common(_CANDIDATES)] + [w for w, _ in tokens.most_common(_CANDIDATES)]
     return [Guess(position=i) for i in range(width)] + [Guess(a) for a in dict.fromkeys(texts)]

@@ -91,7 +91,11 @@ def write_quickstart_report(
         out = run.root / f"heldout_{_slug(stage)}"
         out.mkdir(parents=True, exist_ok=True)
         section = baselines.to_dict(model_f1=model_f1[stage])
-        write_reports(out, [_viewer_record(r) for r in result.rows], config, order=[HELD_OUT],
+        named = config.model_copy(update={  # the page names the policy and decoding of this evaluation
+            "agent": config.agent.model_copy(update={"policy": f"{run.root.name} model, {stage}"}),
+            "eval": config.eval.model_copy(update={"temperature": 0.0, "samples": 1}),
+        })
+        write_reports(out, [_viewer_record(r) for r in result.rows], named, order=[HELD_OUT],
                       baselines={HELD_OUT: section})
         pages[f"Held-out trajectories {stage}"] = f"{out.name}/report.html"
     run.write_json("summary.json", summary)
