@@ -183,9 +183,10 @@ def comparison_winner(question: str, values: list[int]) -> int:
 
 
 def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
-    """``n`` comparisons; the answer is the first name in exactly every other one (then the order is shuffled)."""
+    """``n`` comparisons; per question template, the answer is the first name in exactly every other one."""
     out: list[Task] = []
     seen: set[str] = set()
+    made: Counter[str] = Counter()
     for _ in range(n * 4):
         if len(out) >= n:
             break
@@ -195,15 +196,18 @@ def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int)
             continue
         a, b = rng.sample(names, 2)
         va, vb = int(kb.facts[(a, relation)].value), int(kb.facts[(b, relation)].value)
+        first_wins = made[template] % 2 == 0
         if va == vb:
             continue
-        if (pick(va, vb) == va) != (len(out) % 2 == 0):
+        if (pick(va, vb) == va) != first_wins:
             a, b = b, a
-        if template.format(a=a, b=b) in seen:
+        question = template.format(a=a, b=b)
+        if question in seen:
             continue
-        seen.add(template.format(a=a, b=b))
+        seen.add(question)
+        made[template] += 1
         hops = [f.hop(a, relation), f.hop(b, relation)]
-        out.append(Task("", "comparison", template.format(a=a, b=b), [a if len(out) % 2 == 0 else b], True,
+        out.append(Task("", "comparison", question, [a if first_wins else b], True,
                         _dedup(h.evidence_urls[0] for h in hops), hops))
     return out
 
