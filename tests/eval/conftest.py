@@ -146,6 +146,7 @@ def eval_overrides(policy_server, tiny_index, tokenizer_dir, qwen_tokenizer) -> 
 
 @pytest.fixture
 def world_eval_overrides(no_sayer, small_world, tokenizer_dir, qwen_tokenizer) -> list[str]:
-    """An eval of the "no"-saying policy on the small world's test split, searching the world's index."""
+    """An eval of the "no"-saying policy on the small world's test split, searching the world's index
+    (``qwen_tokenizer`` puts the tokenizer the eval loads into ``tokenizer_dir``)."""
     return [*overrides_for(no_sayer, small_world / "index", tokenizer_dir), f"world.dir={small_world}",
             "eval.benchmarks=[world]"]

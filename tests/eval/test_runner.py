@@ -109,30 +109,33 @@ def test_world_is_a_benchmark(small_world):
     assert any(t.metadata["answerable"] is False for t in tasks["world"])
 
 
-def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(
-    no_sayer, world_eval_overrides, small_world, qwen_tokenizer, tmp_path
-):
-    """A policy that answers "no" to everything: its rows keep the answer, golds and tool calls, and the
-    reports put it beside the baselines fitted on the world's train split, with its margin."""
+def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(world_eval_overrides, small_world, tmp_path):
+    """`deepresearcher eval -b world` with a policy that answers "no" to everything: its rows keep the
+    answer, golds and tool calls, and the reports put it beside the baselines fitted on the world's
+    train split, with its margin."""
+    from typer.testing import CliRunner
+
+    from deepresearcher.cli.main import app
     from deepresearcher.eval.baselines import fit_baselines
-    from deepresearcher.generate.openai_gen import OpenAITextGenerator
     from deepresearcher.world import load_tasks
 
     out = tmp_path / "eval"
-    cfg = load_config(overrides=[*world_eval_overrides, "eval.limit=40"])
-    result = run_eval(cfg, out, policy=(OpenAITextGenerator(no_sayer.base_url, qwen_tokenizer, "scripted"), qwen_tokenizer))
+    sets = [a for o in world_eval_overrides for a in ("--set", o)]
+    shown = CliRunner().invoke(app, ["eval", "--out", str(out), "--limit", "40", *sets])
+    assert shown.exit_code == 0, shown.output
+    assert "No-tools baselines of world" in shown.output and "| all | 40 |" in shown.output
     records = read_records(out / "trajectories.jsonl")
     assert len(records) == 40 and {r["answer"] for r in records} == {"no"}
     assert all(r["golds"] and r["trajectory"]["turns"][0]["tool_call"]["name"] == "web_search" for r in records)
     tasks = {t.id: t for t in load_tasks(small_world, "test")}
-    section = result.metrics["baselines"]["world"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    section = metrics["baselines"]["world"]
     expected = fit_baselines(load_tasks(small_world, "train")).evaluate([tasks[r["task_id"]] for r in records])
     assert section["f1"] == expected.f1 and section["n"]["all"] == 40 and section["n"]["two_page"] >= 1
+    assert section["best_uses"] == expected.choice
     no_share = sum(tasks[r["task_id"]].answers == ["no"] for r in records) / 40
     assert section["model_f1"]["all"] == pytest.approx(no_share)
     assert section["margin_over_best"]["all"] == pytest.approx(no_share - expected.f1["best"]["all"])
-    saved = json.loads((out / "metrics.json").read_text())
-    assert saved["baselines"]["world"]["best_uses"] == expected.choice
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert "## No-tools baselines: world" in md and "| all | 40 |" in md and "relation prior" in md
     assert "No-tools baselines: world" in html and "relation prior" in html
