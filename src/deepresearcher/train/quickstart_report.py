@@ -69,7 +69,11 @@ def write_quickstart_report(
     ``stages`` maps a stage name ("after SFT", "after GRPO") to its evaluation (``.rows``, one
     ``heldout_row`` per test task). Returns the completed summary.
     """
-    from deepresearcher.eval.baselines import fit_baselines, margin_rows, model_f1_by_type
+    from deepresearcher.eval.baselines import (
+        fit_baselines,
+        margin_rows,
+        model_f1_by_type,
+    )
     from deepresearcher.eval.report import write_reports
     from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.report import write_report
@@ -101,14 +105,14 @@ def write_quickstart_report(
     run.write_json("summary.json", summary)
 
     total = round(sum(timings.values()), 1)
+    unseen = "a world never trained on" if config.train.num_worlds > 1 else "a split never trained on"
     lead = [
-        f"{len(test_tasks)} held-out tasks (train.eval_world={config.train.eval_world}: "
-        f"{'a world never trained on' if config.train.num_worlds > 1 else 'a split never trained on'}). "
-        f"{final}: F1 {model_f1[final]['all']:.3f}; the best no-tools baseline, fitted on the {len(train_tasks)} "
-        f"training tasks only, scores {best:.3f}: a margin of {100 * margin:+.1f} F1 points.",
+        (f"{len(test_tasks)} held-out tasks (train.eval_world={config.train.eval_world}: {unseen}). "
+         f"{final}: F1 {model_f1[final]['all']:.3f}; the best no-tools baseline, fitted on the {len(train_tasks)} "
+         f"training tasks only, scores {best:.3f}: a margin of {100 * margin:+.1f} F1 points."),
         *(notes or []),
-        f"Steps took {total:.0f} s in all on this machine: {calibration.describe()}. A slower machine shows a "
-        f"lower figure; the same figure with longer steps means a costlier recipe.",
+        (f"Steps took {total:.0f} s in all on this machine: {calibration.describe()}. A slower machine shows a "
+         "lower figure; the same figure with longer steps means a costlier recipe."),
     ]
     tables = {
         "Held-out F1 by task type, beside the no-tools baselines": [
