@@ -9,6 +9,10 @@ Types:
 
 Every task records its chain (the hops a researcher must make, with the natural query for each)
 and the URLs of the pages that state each needed fact.
+
+Guessing does not pay: yes/no answers and the position of a comparison's answer alternate, each
+comparison is asked both ways (earlier/later, larger/smaller), and no answer is more than
+``ANSWER_SHARE`` of the tasks of its type and relation (``eval.baselines`` measures what is left).
 """
 
 from __future__ import annotations
@@ -127,7 +131,7 @@ def _dedup(urls) -> list[str]:
 
 
 def generate_tasks(kb: KnowledgeBase, evidence: Evidence, rng: random.Random) -> list[Task]:
-    """All task candidates of every type, in a seeded order."""
+    """The tasks of every type (chains capped by ``_cap_answers``), in a seeded order."""
     f = _TaskFactory(kb, evidence)
     tasks: dict[str, list[Task]] = {t: [] for t in TASK_TYPES}
     for (subject, relation), fact in sorted(kb.facts.items()):
@@ -196,9 +200,9 @@ def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int)
             continue
         a, b = rng.sample(names, 2)
         va, vb = int(kb.facts[(a, relation)].value), int(kb.facts[(b, relation)].value)
-        first_wins = made[template] % 2 == 0
         if va == vb:
             continue
+        first_wins = made[template] % 2 == 0
         if (pick(va, vb) == va) != first_wins:
             a, b = b, a
         question = template.format(a=a, b=b)
