@@ -629,12 +629,19 @@ class TrainConfig(Section):
     )
     bf16: bool = Field(False, description="Train in bfloat16 mixed precision (GPU).")
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
-    eval_tasks: int = Field(1000, ge=1, description="Held-out tasks evaluated (from `eval_data`) at most.")
+    eval_tasks: int = Field(1000, ge=1, description="Held-out tasks evaluated (from `eval_data`; the quickstart's before and after RL) at most.")
     eval_every: int = Field(
         0, ge=0,
         description="`train`: evaluate the held-out tasks (`eval_data`) with the live policy every N optimizer steps "
         "(`heldout_f1`, `heldout_success`, ... in that step's metrics line; rows in eval_step_<n>.jsonl). 0: only "
         "after training.",
+    )
+    eval_world: Literal["dev", "test"] = Field(
+        "test",
+        description="Held-out tasks the quickstart evaluates: `dev` to choose a recipe (steps, learning rates, "
+        "warm start), `test` for the figures the docs report (never used to choose anything). With "
+        "num_worlds > 1 they are two more unseen worlds, seeds world.seed+num_worlds (dev) and +1 (test); "
+        "with one world, its dev or test split.",
     )
     num_worlds: int = Field(
         1,
@@ -642,7 +649,7 @@ class TrainConfig(Section):
         description="Quickstart: train on this many worlds (seeds world.seed, world.seed+1, ...) that share one "
         "name pool (world.names_seed, else world.seed) but not facts, so memorized facts are useless and the "
         "model must copy from the question and the tools; held-out tasks then come from one more such world "
-        "never trained on. 1: the single configured world and its test split.",
+        "never trained on (train.eval_world). 1: the single configured world and its dev or test split.",
     )
     compact_prompt: bool = Field(
         False,

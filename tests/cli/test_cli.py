@@ -32,6 +32,18 @@ def test_world_build_then_search_and_browse_it(tmp_path: Path) -> None:
     assert json.loads(read.stdout)[0]["url"] == url
 
 
+def test_world_baselines_fits_on_training_tasks_and_scores_held_out_ones(tmp_path: Path) -> None:
+    common = ("--set", f"cache_dir={tmp_path}", "--set", "world.size=tiny", "--set", "train.sft.num_tasks=10")
+    shown = run("world", "baselines", *common)
+    assert shown.returncode == 0, shown.stderr
+    assert "No-tools baselines" in shown.stdout and "relation prior" in shown.stdout
+    as_json = run("world", "baselines", "--json", *common)
+    report = json.loads(as_json.stdout)
+    tests = [orjson.loads(line) for line in next((tmp_path / "worlds").glob("seed7-tiny-v*/tasks/test.jsonl")).read_bytes().splitlines()]
+    assert report["n"]["all"] == len(tests) and 0 <= report["f1"]["best"]["all"] <= 1
+    assert set(report["best_uses"]) == {t["type"] for t in tests}
+
+
 def test_index_build_reports_bad_lines(tmp_path: Path) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"url": "u1", "title": "A", "text": "alpha"}\n{"title": "no url"}\n')

@@ -75,6 +75,12 @@ def slow_policy() -> Iterator[CompletionsPolicy]:
     yield from CompletionsPolicy.serving(answers, delay_s=0.25)
 
 
+@pytest.fixture
+def no_sayer() -> Iterator[CompletionsPolicy]:
+    """A policy that searches once, then answers "no" to every question ("" is in every prompt)."""
+    yield from CompletionsPolicy.serving({"": "no"})
+
+
 @pytest.fixture(scope="session")
 def qa_file(tmp_path_factory) -> Path:
     """The QUESTIONS as DeepResearcher's verl parquet: two nq rows, two hotpotqa rows."""
@@ -136,3 +142,11 @@ def questions() -> dict[str, tuple[list[str], str | None]]:
 @pytest.fixture
 def eval_overrides(policy_server, tiny_index, tokenizer_dir, qwen_tokenizer) -> list[str]:
     return overrides_for(policy_server, tiny_index, tokenizer_dir)
+
+
+@pytest.fixture
+def world_eval_overrides(no_sayer, small_world, tokenizer_dir, qwen_tokenizer) -> list[str]:
+    """An eval of the "no"-saying policy on the small world's test split, searching the world's index
+    (``qwen_tokenizer`` puts the tokenizer the eval loads into ``tokenizer_dir``)."""
+    return [*overrides_for(no_sayer, small_world / "index", tokenizer_dir), f"world.dir={small_world}",
+            "eval.benchmarks=[world]"]

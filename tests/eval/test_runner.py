@@ -134,3 +134,35 @@ def test_a_data_file_with_none_of_the_asked_benchmarks_is_an_error(tmp_path):
     message = " ".join(done.stderr.split())
     assert "asks for (hotpotqa, 2wiki)" in message and "rows are from: unknown (rows without a data_source)" in message
     assert not out.exists()
+
+
+def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(world_eval_overrides, small_world, tmp_path):
+    """`deepresearcher eval -b world` with a policy that answers "no" to everything: its rows keep the
+    answer, golds and tool calls, and the reports put it beside the baselines fitted on the world's
+    train split, with its margin."""
+    from typer.testing import CliRunner
+
+    from deepresearcher.cli.main import app
+    from deepresearcher.eval.baselines import fit_baselines
+    from deepresearcher.world import load_tasks
+
+    out = tmp_path / "eval"
+    sets = [a for o in world_eval_overrides for a in ("--set", o)]
+    shown = CliRunner().invoke(app, ["eval", "--out", str(out), "--limit", "40", *sets])
+    assert shown.exit_code == 0, shown.output
+    assert "No-tools baselines of world" in shown.output and "| all | 40 |" in shown.output
+    records = read_records(out / "trajectories.jsonl")
+    assert len(records) == 40 and {r["answer"] for r in records} == {"no"}
+    assert all(r["golds"] and r["trajectory"]["turns"][0]["tool_call"]["name"] == "web_search" for r in records)
+    tasks = {t.id: t for t in load_tasks(small_world, "test")}
+    metrics = json.loads((out / "metrics.json").read_text())
+    section = metrics["baselines"]["world"]
+    expected = fit_baselines(load_tasks(small_world, "train")).evaluate([tasks[r["task_id"]] for r in records])
+    assert section["f1"] == expected.f1 and section["n"]["all"] == 40 and section["n"]["two_page"] >= 1
+    assert section["best_uses"] == expected.choice
+    no_share = sum(tasks[r["task_id"]].answers == ["no"] for r in records) / 40
+    assert section["model_f1"]["all"] == pytest.approx(no_share)
+    assert section["margin_over_best"]["all"] == pytest.approx(no_share - expected.f1["best"]["all"])
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "## No-tools baselines: world" in md and "| all | 40 |" in md and "relation prior" in md
+    assert "No-tools baselines: world" in html and "relation prior" in html

@@ -84,3 +84,21 @@ def test_snippet_only_fraction_mixes_hasty_demonstrations(tmp_path: Path) -> Non
     hasty = [x for x, flag in zip(f1, flags, strict=True) if not flag]
     careful = [x for x, flag in zip(f1, flags, strict=True) if flag]
     assert sum(careful) / len(careful) > sum(hasty) / len(hasty) + 0.3
+
+
+def test_recipes_are_chosen_on_a_dev_world_and_reported_on_a_test_world(tmp_path: Path) -> None:
+    """train.eval_world: the held-out tasks come from a dev world or a separate test world (the
+    default, for reported figures); training tasks are the same either way."""
+    from deepresearcher.train.tasks import task_sets
+    from deepresearcher.world import load_manifest
+
+    base = [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "world.seed=3", "train.num_worlds=2",
+            "train.sft.num_tasks=20", "train.eval_tasks=15"]
+    test = task_sets(load_config(None, base))
+    dev = task_sets(load_config(None, [*base, "train.eval_world=dev"]))
+    assert load_manifest(dev.held_out_dir)["seed"] == 5 and load_manifest(test.held_out_dir)["seed"] == 6
+    assert dev.world_dirs[:2] == test.world_dirs[:2] and dev.held_out_dir not in test.world_dirs
+    assert [t["id"] for t in dev.sft] == [t["id"] for t in test.sft]
+    one = [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "train.eval_tasks=15"]
+    assert {t["id"].split("-")[1] for t in task_sets(load_config(None, one)).test} == {"test"}
+    assert {t["id"].split("-")[1] for t in task_sets(load_config(None, [*one, "train.eval_world=dev"])).test} == {"dev"}

@@ -41,8 +41,23 @@ def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, 
     assert summary["eval_tasks"] == 6 and {"after_sft", "after_grpo", "f1_gain", "f1_gain_se"} <= summary.keys()
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     held_out = [json.loads(line) for line in (run / "eval_after_grpo.jsonl").read_text().splitlines()]
-    assert len(held_out) == 6 and all(r["id"].startswith("w9t") for r in held_out), "tasks of the unseen 3rd world"
-    assert "after SFT:" in output and "after GRPO:" in output and "F1 gain" in (run / "report.html").read_text()
+    assert len(held_out) == 6 and all(r["id"].startswith("w10t") for r in held_out), "tasks of the unseen test world"
+    for row in held_out:  # what an audit of constant answers needs: the answer, the golds, the tool calls
+        assert {"answer", "golds", "question", "turns", "f1", "tool_calls"} <= row.keys() and row["golds"]
+        assert sum(1 for t in row["turns"] if t["tool_call"]) == row["tool_calls"]
+    assert summary["eval_world"] == "test"
+    baselines = summary["baselines"]
+    assert baselines["n"]["all"] == 6 and {"type_prior", "relation_prior", "cannot_find", "best"} <= baselines["f1"].keys()
+    assert baselines["margin_over_best"]["all"] == pytest.approx(summary["after_grpo"]["f1"] - baselines["f1"]["best"]["all"])
+    assert summary["calibration"]["sft_tokens_per_second"] > 0
+    page = (run / "report.html").read_text()
+    assert "after SFT:" in output and "after GRPO:" in output and "F1 gain" in page
+    assert "no-tools baselines" in output and "SFT tokens/s" in output
+    assert "beside the no-tools baselines" in page and "<td>calibration (not in total)</td>" in page
+    assert "{'world'" not in page, "timings are a table, not a Python dict"
+    viewer = (run / "heldout_after_grpo" / "report.html").read_text()
+    assert held_out[0]["question"] in viewer and held_out[0]["question"] in page
+
 
 
 @pytest.mark.timeout(300)

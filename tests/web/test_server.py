@@ -40,15 +40,15 @@ async def test_search_and_browse_end_to_end(web, config):
     """Search hits point at the loopback website, browsing one returns its relevant notes, and a
     repeated query is served from the cache without reaching the search API again."""
     with handler_thread(create_app(config)) as url:
-        status, body = await _post(url + "/v1/search", {"queries": ["Grirstan population cities", "Hyport"], "top_k": 5})
+        status, body = await _post(url + "/v1/search", {"queries": ["Zeigryndland population cities", "Hyport"], "top_k": 5})
         assert status == 200
         first, second = body["results"]
-        assert first["query"] == "Grirstan population cities" and second["query"] == "Hyport"
+        assert first["query"] == "Zeigryndland population cities" and second["query"] == "Hyport"
         assert 0 < len(first["hits"]) <= 5 and first["error"] is None
         assert all(h["url"].startswith(web.site.base_url) for h in first["hits"])
 
         calls = web.search.calls
-        status, again = await _post(url + "/v1/search", {"queries": ["grirstan  POPULATION cities"], "top_k": 5})
+        status, again = await _post(url + "/v1/search", {"queries": ["zeigryndland  POPULATION cities"], "top_k": 5})
         assert status == 200 and again["results"][0]["hits"] == first["hits"]
         assert web.search.calls == calls, "a repeated query reached the upstream"
 

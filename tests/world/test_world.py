@@ -11,7 +11,16 @@ import orjson
 import pytest
 
 from deepresearcher.web.html import html_to_text
-from deepresearcher.world import TASK_TYPES, UNANSWERABLE_ANSWER, build_world, iter_pages, load_manifest, load_tasks
+from deepresearcher.world import (
+    GENERATOR_VERSION,
+    TASK_TYPES,
+    UNANSWERABLE_ANSWER,
+    build_world,
+    iter_pages,
+    load_manifest,
+    load_tasks,
+)
+from deepresearcher.world.tasks import comparison_winner
 
 
 def _all_tasks(world: Path):
@@ -130,3 +139,53 @@ def test_fewer_background_sentences_shorten_articles_and_change_nothing_else(tmp
         assert "archival material" not in after and "volunteer editors" not in after and "documentaries" not in after
         assert after.index("Overview") < 200, "the infobox follows the lead directly"
     assert all(full[u] == short[u] for u in full if u not in articles)
+
+
+def test_guessing_does_not_pay(small_world: Path) -> None:
+    """Yes/no and comparison winners are 50/50, and no answer is over 5% of its type and relation."""
+    tasks = _all_tasks(small_world)
+    for split in ("train", "dev", "test"):  # balanced in every split, so no split rewards a guess
+        in_split = load_tasks(small_world, split)
+        yes_no = Counter(t.answers[0] for t in in_split if t.type == "two_page")
+        assert set(yes_no) == {"yes", "no"} and abs(yes_no["yes"] - yes_no["no"]) <= 1, (split, yes_no)
+        comparisons = [t for t in in_split if t.type == "comparison"]
+        first = sum(t.answers[0] == t.chain[0].subject for t in comparisons)
+        assert abs(2 * first - len(comparisons)) <= 4, (split, first, len(comparisons))
+    assert len({t.type for t in load_tasks(small_world, "test")[:40]}) >= 4, "a prefix of a split mixes the types"
+    comparisons = [t for t in tasks if t.type == "comparison"]
+    by_template: dict[str, Counter[bool]] = {}
+    for t in comparisons:  # neither the wording nor the order gives the answer away
+        frame = t.question.replace(t.chain[0].subject, "A").replace(t.chain[1].subject, "B")
+        by_template.setdefault(frame, Counter())[t.answers[0] == t.chain[0].subject] += 1
+    assert len(by_template) == 8 and all(abs(c[True] - c[False]) <= 1 for c in by_template.values()), by_template
+    assert {"earlier", "later", "larger", "smaller"} <= {w.strip(",") for t in comparisons for w in t.question.split()}
+    groups: dict[tuple[str, str], Counter[str]] = {}
+    for task in tasks:
+        if task.type in ("hop1", "hop2", "hop3", "conflict"):
+            groups.setdefault((task.type, task.chain[-1].relation), Counter())[task.answers[0]] += 1
+    for key, answers in groups.items():
+        if answers.total() >= 40:
+            assert max(answers.values()) <= 0.05 * answers.total(), (key, answers.most_common(2), answers.total())
+    for relation in ("birth_year", "founded_year", "release_year"):  # no cap piles years on one value
+        years = Counter(t.answers[0] for t in tasks if t.type in ("hop1", "hop2", "hop3", "conflict")
+                        and t.chain[-1].relation == relation)
+        assert max(years.values()) <= 0.05 * years.total(), (relation, years.most_common(3))
+
+
+def test_comparison_winner_reads_the_question_of_either_generator_version() -> None:
+    assert comparison_winner("Who was born later, Ann or Bo?", [1901, 1950]) == 1
+    assert comparison_winner("Which city has the larger population, X or Y?", [5, 3]) == 0  # as worlds v1 ask it
+    assert comparison_winner("Which city has the smaller population, X or Y?", [5, 3]) == 1
+    with pytest.raises(ValueError, match="not a comparison"):
+        comparison_winner("Who is taller, X or Y?", [1, 2])
+
+
+def test_default_world_cache_folder_changes_with_the_generator_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deepresearcher.config import load_config
+    from deepresearcher.web import local_world
+
+    config = load_config(overrides=["world.size=small"])
+    now = local_world.world_dir(config)
+    assert now.name.endswith(f"-v{GENERATOR_VERSION}") and GENERATOR_VERSION >= 2
+    monkeypatch.setattr(local_world, "GENERATOR_VERSION", 1)
+    assert local_world.world_dir(config) != now, "a cached world of the old generator must not be reused"

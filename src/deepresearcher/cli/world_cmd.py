@@ -61,6 +61,37 @@ def show(
         console.print(f"[bold]{task.type}[/] {task.question} -> [green]{' | '.join(task.answers)}[/]")
 
 
+@world_app.command(
+    "baselines",
+    epilog="Example: deepresearcher world baselines --config configs/quickstart.yaml --set train.eval_world=dev",
+)
+def baselines(
+    as_json: bool = typer.Option(False, "--json", help="Print the baselines as JSON."),
+    config: Path = ConfigOption,
+    overrides: list[str] = SetOption,
+) -> None:
+    """What answering without tools scores on a run's held-out tasks: the no-tools baselines, fitted on
+    the run's training tasks only (the same tasks `quickstart`, `sft` and `train` would use)."""
+    import json
+
+    from deepresearcher.eval.baselines import fit_baselines, margin_rows
+    from deepresearcher.train.tasks import task_sets
+
+    sets = task_sets(resolve_config(config, overrides))
+    report = fit_baselines(sets.sft + sets.grpo).evaluate(sets.test)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+        return
+    rows = margin_rows(report, {})
+    table = Table(title=f"No-tools baselines: F1 on {len(sets.test)} held-out tasks, fitted on "
+                        f"{len(sets.sft) + len(sets.grpo)} training tasks")
+    for column in rows[0]:
+        table.add_column(column, justify="left" if column in ("type", "best uses") else "right")
+    for row in rows:
+        table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row.values()))
+    console.print(table)
+
+
 def _print_manifest(manifest: dict, where: Path) -> None:
     table = Table(title=f"World seed={manifest['seed']} size={manifest['size']} ({where})")
     table.add_column("split")
@@ -71,7 +102,8 @@ def _print_manifest(manifest: dict, where: Path) -> None:
         table.add_row(split, *(str(counts.get(kind, 0)) for kind in types))
     console.print(table)
     entities = ", ".join(f"{n} {k}" for k, n in manifest["entities"].items())
-    console.print(f"{manifest['pages']} pages; entities: {entities}")
+    console.print(f"{manifest['pages']} pages; entities: {entities}; generator version "
+                  f"{manifest.get('generator_version', 1)}")
 
 
 def register(app: typer.Typer) -> None:

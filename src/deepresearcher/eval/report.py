@@ -26,7 +26,8 @@ from deepresearcher.config import Config
 from deepresearcher.eval.aggregate import METRICS, summarize
 from deepresearcher.reports import ReportPage, Table
 
-__all__ = ["markdown_table", "metrics_document", "metrics_table", "render_html", "report_meta", "write_reports"]
+__all__ = ["baseline_tables", "markdown_table", "metrics_document", "metrics_table", "render_html", "report_meta",
+           "write_reports"]
 
 _LABELS = {
     "em": "EM (folded)",
@@ -135,20 +136,48 @@ def settings_lines(meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def baseline_tables(document: dict[str, Any]) -> list[tuple[str, Table]]:
+    """(benchmark, table) per world benchmark: the policy's F1 beside each no-tools baseline, by task type."""
+    from deepresearcher.eval.baselines import BaselineReport, margin_rows
+
+    tables = []
+    for label, section in document.get("baselines", {}).items():
+        rows = margin_rows(BaselineReport.from_dict(section), {"policy": section["model_f1"]})
+        tables.append((label, Table.from_records([
+            {c: f"{100 * v:+.1f}" if c == "margin" else _pct(v) if isinstance(v, float) else str(v) for c, v in row.items()}
+            for row in rows
+        ])))
+    return tables
+
+
+BASELINES_NOTE = ("F1 in percent by task type. The baselines answer without tools, from guesses fitted on the "
+                  "world's train split only: type prior (best constant answer per type), relation prior (per type "
+                  "and relation), cannot find; best: per type, the one that did best on held-out training tasks. "
+                  "margin: the policy's F1 minus best's, in points.")
+
+
 def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:
-    """``report.html``: the table, its settings and every rollout in the trajectory viewer."""
+    """``report.html``: the table, the no-tools baselines of world benchmarks, the settings and every rollout."""
     meta = document["meta"]
+    baselines = baseline_tables(document)
     return ReportPage(
         "deepresearcher evaluation",
-        notes=[f"Metrics in percent (mean@{meta['samples']}); the average row is the unweighted mean over benchmarks."],
-        tables={"": metrics_table(document)}, settings=settings_lines(meta), records=records,
-        doc_title=f"deepresearcher eval {meta['config_hash']}",
+        notes=[f"Metrics in percent (mean@{meta['samples']}); the average row is the unweighted mean over benchmarks.",
+               *([BASELINES_NOTE] if baselines else [])],
+        tables={"": metrics_table(document), **{f"No-tools baselines: {label}": t for label, t in baselines}},
+        settings=settings_lines(meta), records=records, doc_title=f"deepresearcher eval {meta['config_hash']}",
     ).html()
 
 
-def write_reports(out: Path, records: list[dict[str, Any]], config: Config, order: list[str] | None = None) -> dict[str, Any]:
-    """Write metrics.json, report.md and report.html into ``out``; return the metrics document."""
+def write_reports(out: Path, records: list[dict[str, Any]], config: Config, order: list[str] | None = None,
+                  baselines: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write metrics.json, report.md and report.html into ``out``; return the metrics document.
+
+    ``baselines`` (``runner.world_baselines``) adds, per world benchmark, the no-tools baselines table.
+    """
     document = metrics_document(records, config, order)
+    if baselines:
+        document["baselines"] = baselines
     (out / "metrics.json").write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     k = document["meta"]["samples"]
     md = [
@@ -162,6 +191,8 @@ def write_reports(out: Path, records: list[dict[str, Any]], config: Config, orde
         *(f"- {line}" for line in settings_lines(document["meta"])),
         "",
     ]
+    for label, table in baseline_tables(document):
+        md += [f"## No-tools baselines: {label}", "", BASELINES_NOTE, "", table.markdown(), ""]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
     (out / "report.html").write_text(render_html(document, records), encoding="utf-8")
     return document

@@ -45,6 +45,7 @@ __all__ = [
     "read_records",
     "run_eval",
     "score_trajectory",
+    "world_baselines",
 ]
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,28 @@ def load_eval_tasks(config: Config, data_file: str | Path | None = None) -> dict
 def data_file_split(config: Config, data_file: str | Path) -> str:
     """The split label of a data file's rows: ``eval.split`` when set explicitly, else the file's stem (dev.parquet: dev)."""
     return config.eval.split if "split" in config.eval.model_fields_set else Path(data_file).stem
+
+
+def world_baselines(config: Config, tasks: dict[str, list[QATask]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per world benchmark label: the no-tools baselines, fitted on the world's train split, beside the
+    policy's F1 per task type and its margin over the best baseline (``eval.baselines``)."""
+    from deepresearcher.eval.baselines import fit_baselines, model_f1_by_type
+    from deepresearcher.web.local_world import ensure_world
+    from deepresearcher.world import load_tasks
+
+    labels = [label for label, group in tasks.items() if group and group[0].source == WORLD]
+    if not labels:
+        return {}
+    root = ensure_world(config)
+    baselines = fit_baselines(load_tasks(root, "train"))
+    out = {}
+    for label in labels:
+        by_id = {t.id: t for t in load_tasks(root, tasks[label][0].split)}
+        evaluated = [by_id[t.id] for t in tasks[label]]
+        rows = [r for r in records if r["benchmark"] == label]
+        model = model_f1_by_type(rows, {t.id: t.type for t in evaluated})
+        out[label] = baselines.evaluate(evaluated).to_dict(model_f1=model)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -357,5 +380,5 @@ def run_eval(
     records = list({
         key: r for r in reversed(read_records(path)) if (key := _key(r["benchmark"], r["task_id"], r["sample"])) in keys
     }.values())[::-1]
-    metrics = write_reports(out, records, config, order=list(tasks))
+    metrics = write_reports(out, records, config, order=list(tasks), baselines=world_baselines(config, tasks, records))
     return EvalResult(out=out, ran=ran, total=len(wanted), metrics=metrics)

@@ -62,6 +62,7 @@ def evaluate_model(
     """:func:`evaluate` with a loaded model (the trainer's live policy during training)."""
     import torch
 
+    from deepresearcher.train.quickstart_report import heldout_row
     from deepresearcher.train.rollout import score_trajectory
 
     result = EvalResult()
@@ -69,8 +70,7 @@ def evaluate_model(
         for start in range(0, len(tasks), batch):
             chunk = tasks[start : start + batch]
             for task, trajectory in zip(chunk, rollouts.collect(chunk, model, tokenizer, decoding="eval"), strict=True):
-                scores = score_trajectory(trajectory, task, config)
-                result.rows.append({"id": task["id"], "type": task.get("type", "task"), **scores})
+                result.rows.append(heldout_row(task, trajectory, score_trajectory(trajectory, task, config)))
     return result
 
 

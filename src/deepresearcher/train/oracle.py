@@ -23,6 +23,7 @@ import orjson
 from deepresearcher.agent.tools import ToolBox, ToolContext
 from deepresearcher.world import UNANSWERABLE_ANSWER, Task, pages
 from deepresearcher.world.knowledge import RELATIONS
+from deepresearcher.world.tasks import comparison_winner
 
 # What a value of each kind looks like in page text; a name or a word is whatever fills its cell.
 _VALUE = {"year": r"\d{4}", "number": r"\d[\d,]*"}
@@ -126,9 +127,7 @@ class OracleResearcher:
             return None
         if task.type == "two_page":
             return "yes" if values[0] == values[1] else "no"
-        numbers = [int(v) for v in values]  # type: ignore[arg-type]
-        pick = max if "larger" in task.question else min
-        return task.chain[numbers.index(pick(numbers))].subject
+        return task.chain[comparison_winner(task.question, [int(v) for v in values])].subject  # type: ignore[arg-type]
 
     async def _lookup(self, subject: str, relation: str, context: ToolContext, episode: OracleEpisode,
                       pages: int = 1) -> str | None:

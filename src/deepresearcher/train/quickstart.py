@@ -60,7 +60,7 @@ def require_world_data(config: Config) -> None:
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
-    from deepresearcher.train.report import write_report
+    from deepresearcher.train.quickstart_report import write_quickstart_report
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.sft import train_sft
@@ -135,11 +135,12 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     finally:
         rollouts.close()
 
-    stages = [("after SFT", after_sft)] + ([("after GRPO", after_grpo)] if after_grpo else [])
+    stages = {"after SFT": after_sft, **({"after GRPO": after_grpo} if after_grpo else {})}
     summary: dict[str, Any] = {
         "oracle_f1": oracle_f1,
         "after_sft": after_sft.by_type()["all"],
         "eval_tasks": len(test_tasks),
+        "eval_world": cfg.eval_world,
         "timings_s": timings,
         "total_s": round(sum(timings.values()), 1),
     }
@@ -151,12 +152,8 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"F1 gain from GRPO: {100 * gain:+.1f} points (paired SE {100 * se:.1f}) on {len(test_tasks)} held-out "
             f"tasks; format-error rate {after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
-    rows = [{"stage": stage, "type": kind, **s} for stage, res in stages for kind, s in res.by_type().items()]
-    run.write_json("summary.json", summary)
-    times = [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
-    write_report(run, title=f"deepresearcher quickstart ({cfg.run_name})",
-                 tables={"Held-out evaluation": rows, "Step times": times}, notes=notes)
-    say(f"report: {run.root / 'report.html'}")
+    summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
+                                      test_tasks=test_tasks, timings=timings, notes=notes, say=say)
     return summary
 
 

@@ -41,6 +41,7 @@ def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Confi
         "reward": scored.reward,
         "f1": scored.metrics["f1"],
         "em": scored.metrics["em"],
+        "cover_em": scored.metrics["cover_em"],
         "format_error": 0.0 if scored.format_ok else 1.0,
         "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
     }

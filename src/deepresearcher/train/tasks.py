@@ -29,11 +29,17 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def held_out_seed(config: Config) -> int:
+    """The seed of the held-out world of ``train.eval_world``: the dev world right after the training
+    worlds, the test world after it. Recipes are chosen on dev; the reported figures come from test."""
+    return config.world.seed + config.train.num_worlds + (config.train.eval_world == "test")
+
+
 def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
     """The training worlds' directories and the held-out world's (None with ``train.num_worlds`` 1).
 
     With several worlds, world i has seed ``world.seed + i`` and every world (the held-out one,
-    seed ``world.seed + num_worlds``, included) draws names from one pool, so only copying generalizes.
+    ``held_out_seed``, included) draws names from one pool, so only copying generalizes.
     """
     from deepresearcher.web.local_world import ensure_world
 
@@ -43,8 +49,8 @@ def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
     names_seed = config.world.names_seed if config.world.names_seed is not None else config.world.seed
     dirs = [
         ensure_world(config.model_copy(update={"world": config.world.model_copy(
-            update={"seed": config.world.seed + i, "names_seed": names_seed, "dir": None})}))
-        for i in range(n + 1)
+            update={"seed": seed, "names_seed": names_seed, "dir": None})}))
+        for seed in [*range(config.world.seed, config.world.seed + n), held_out_seed(config)]
     ]
     return dirs[:n], dirs[n]
 
@@ -163,7 +169,7 @@ class _Builder:
         from deepresearcher.world import load_tasks
 
         if self.held_out is None:
-            tasks = [{**task_dict(t), "world": self.env(source)} for t in load_tasks(self.train_dirs[0], source.split or "test")]
+            tasks = [{**task_dict(t), "world": self.env(source)} for t in load_tasks(self.train_dirs[0], source.split or self.config.train.eval_world)]
         else:  # the held-out world's facts were never trained on: every split of it is held out
             env = self.env(source, len(self.train_dirs))
             tasks = [{**task_dict(t), "world": env}
@@ -216,7 +222,7 @@ def task_sets(config: Config) -> TaskSets:
     ``train.sft.num_tasks`` are the oracle's SFT tasks and the rest GRPO prompts. Other sources: their
     questions, minus repeats and held-out questions, each shuffled with its own seed. Several sources are
     mixed at their ratios (:func:`mix_by_ratio`). Test tasks: ``train.eval_data`` (default: the world's
-    test split, or every split of the held-out world with several worlds), at most ``train.eval_tasks``.
+    ``train.eval_world`` split, or every split of the held-out dev or test world with several worlds), at most ``train.eval_tasks``.
     """
     from deepresearcher.data import question_key
 

@@ -22,8 +22,10 @@ from deepresearcher.world.names import NameForge
 from deepresearcher.world.pages import render_pages
 from deepresearcher.world.tasks import Task, generate_tasks, split_tasks
 
-# Bump when the generator's output changes, so cached default worlds are rebuilt.
-GENERATOR_VERSION = 1
+# Bump when the generator's output changes: the default world's cache folder is named by it (so it is
+# rebuilt), and a manifest records it (worlds of older versions stay loadable; their tasks differ).
+# 2: balanced answers (yes/no 50/50, no year caps, 30 countries, answer shares capped).
+GENERATOR_VERSION = 2
 SPLITS = ("train", "dev", "test")
 
 

@@ -14,8 +14,13 @@ from deepresearcher.world.names import NameForge
 
 ENTITY_KINDS = ("person", "city", "country", "organization", "work", "event")
 
+# Forty occupations, so that no single one is a good guess (each is ~2.5% of the occupation answers).
 OCCUPATIONS = ("architect", "cartographer", "chemist", "composer", "economist", "engineer", "historian",
-               "linguist", "novelist", "painter", "physician", "poet", "sculptor", "astronomer", "botanist")
+               "linguist", "novelist", "painter", "physician", "poet", "sculptor", "astronomer", "botanist",
+               "actor", "archivist", "astronaut", "baker", "biologist", "carpenter", "choreographer",
+               "diplomat", "editor", "geologist", "illustrator", "journalist", "jeweller", "lawyer",
+               "librarian", "mathematician", "musician", "navigator", "pharmacist", "philosopher",
+               "photographer", "pilot", "surgeon", "translator", "zoologist")
 INDUSTRIES = ("shipbuilding", "textiles", "software", "publishing", "mining", "aviation", "brewing",
               "pharmaceuticals", "robotics", "agriculture")
 WORK_KINDS = ("film", "novel", "album")
@@ -112,13 +117,21 @@ class KnowledgeBase:
         self._inverse = None
 
 
-# Entities per kind for each world size.
+# Entities per kind for each world size. Countries are numerous enough (30 from ``small`` up, each with
+# a city) that no country is a good guess for a question whose answer is a country.
 SIZES: dict[str, dict[str, int]] = {
-    "tiny": {"country": 3, "city": 10, "person": 30, "organization": 10, "work": 10, "event": 6},
-    "small": {"country": 8, "city": 50, "person": 220, "organization": 60, "work": 60, "event": 30},
-    "medium": {"country": 20, "city": 250, "person": 1100, "organization": 300, "work": 300, "event": 150},
-    "large": {"country": 60, "city": 1200, "person": 5500, "organization": 1500, "work": 1500, "event": 750},
+    "tiny": {"country": 4, "city": 10, "person": 30, "organization": 10, "work": 10, "event": 6},
+    "small": {"country": 30, "city": 60, "person": 220, "organization": 60, "work": 60, "event": 30},
+    "medium": {"country": 80, "city": 300, "person": 1100, "organization": 300, "work": 300, "event": 150},
+    "large": {"country": 200, "city": 1200, "person": 5500, "organization": 1500, "work": 1500, "event": 750},
 }
+
+# Years are drawn so that no cap is needed: births 1840-1965, founding 22-55 years after the founder's
+# birth (at most 2020), release 20-59 years after the creator's (at most 2024). A cap would pile the
+# answers of later entities on one year, which a model could learn to guess.
+BIRTH_YEARS = (1840, 1965)
+FOUNDED_AFTER_BIRTH = (22, 55)
+RELEASED_AFTER_BIRTH = (20, 59)
 
 
 def generate_knowledge(rng: random.Random, size: str, hidden_rate: float = 0.06,
@@ -135,15 +148,15 @@ def generate_knowledge(rng: random.Random, size: str, hidden_rate: float = 0.06,
     for name in countries:
         kb.add(Entity(name, "country"))
     cities = [forge.city() for _ in range(counts["city"])]
-    for name in cities:
+    for i, name in enumerate(cities):  # the first cities go one to each country, so no country is empty
         kb.add(Entity(name, "city"))
-        kb.set_fact(name, "country", rng.choice(countries))
+        kb.set_fact(name, "country", countries[i] if i < len(countries) else rng.choice(countries))
         kb.set_fact(name, "population", str(rng.randrange(8_000, 4_000_000, 100)))
     people = [forge.person() for _ in range(counts["person"])]
     for name in people:
         kb.add(Entity(name, "person"))
         kb.set_fact(name, "born_in", rng.choice(cities))
-        kb.set_fact(name, "birth_year", str(rng.randint(1890, 1995)))
+        kb.set_fact(name, "birth_year", str(rng.randint(*BIRTH_YEARS)))
         kb.set_fact(name, "occupation", rng.choice(OCCUPATIONS))
     orgs = [forge.organization() for _ in range(counts["organization"])]
     for name in orgs:
@@ -152,14 +165,14 @@ def generate_knowledge(rng: random.Random, size: str, hidden_rate: float = 0.06,
         kb.set_fact(name, "founded_by", founder)
         kb.set_fact(name, "headquarters", rng.choice(cities))
         born = int(kb.facts[(founder, "birth_year")].value)
-        kb.set_fact(name, "founded_year", str(min(2020, born + rng.randint(22, 60))))
+        kb.set_fact(name, "founded_year", str(born + rng.randint(*FOUNDED_AFTER_BIRTH)))
     for _ in range(counts["work"]):
         name = forge.work()
         kb.add(Entity(name, "work", {"kind": rng.choice(WORK_KINDS)}))
         creator = rng.choice(people)
         kb.set_fact(name, "creator", creator)
         born = int(kb.facts[(creator, "birth_year")].value)
-        kb.set_fact(name, "release_year", str(min(2024, born + rng.randint(20, 70))))
+        kb.set_fact(name, "release_year", str(born + rng.randint(*RELEASED_AFTER_BIRTH)))
     for _ in range(counts["event"]):
         name = forge.event()
         kb.add(Entity(name, "event"))

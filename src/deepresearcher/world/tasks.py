@@ -9,11 +9,16 @@ Types:
 
 Every task records its chain (the hops a researcher must make, with the natural query for each)
 and the URLs of the pages that state each needed fact.
+
+Guessing does not pay: yes/no answers and the position of a comparison's answer alternate, each
+comparison is asked both ways (earlier/later, larger/smaller), and no answer is more than
+``ANSWER_SHARE`` of the tasks of its type and relation (``eval.baselines`` measures what is left).
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from deepresearcher.world.knowledge import RELATIONS, KnowledgeBase
@@ -21,6 +26,11 @@ from deepresearcher.world.pages import Evidence
 
 UNANSWERABLE_ANSWER = "cannot find"
 TASK_TYPES = ("hop1", "hop2", "hop3", "comparison", "two_page", "conflict", "unanswerable")
+# No answer may be more than this share of the tasks of one type and relation (see ``_cap_answers``).
+ANSWER_SHARE = 0.05
+# Comparisons and yes/no questions, each, per task of the other types: a guess is right half the time
+# on both, so they are kept few enough that guessing does not make a world easy.
+PAIR_SHARE = 0.06
 
 # Relation paths for multi-hop chains, by the kind of the first subject.
 _PATHS_2 = (
@@ -121,7 +131,7 @@ def _dedup(urls) -> list[str]:
 
 
 def generate_tasks(kb: KnowledgeBase, evidence: Evidence, rng: random.Random) -> list[Task]:
-    """All task candidates of every type, in a seeded order."""
+    """The tasks of every type (chains capped by ``_cap_answers``), in a seeded order."""
     f = _TaskFactory(kb, evidence)
     tasks: dict[str, list[Task]] = {t: [] for t in TASK_TYPES}
     for (subject, relation), fact in sorted(kb.facts.items()):
@@ -140,7 +150,9 @@ def generate_tasks(kb: KnowledgeBase, evidence: Evidence, rng: random.Random) ->
         for path in _PATHS_3:
             if (hops := f.chain(entity, path)) is not None:
                 tasks["hop3"].append(f.chain_task(hops, "hop3"))
-    n_pairs = max(10, len(tasks["hop2"]) // 2)
+    for kind in ("hop1", "hop2", "hop3", "conflict"):
+        tasks[kind] = _cap_answers(tasks[kind])
+    n_pairs = max(10, round(PAIR_SHARE * sum(len(group) for group in tasks.values())))
     tasks["comparison"] = _comparisons(kb, f, rng, n_pairs)
     tasks["two_page"] = _same_place(kb, f, rng, n_pairs)
     ordered = [t for kind in TASK_TYPES for t in tasks[kind]]
@@ -152,16 +164,33 @@ def generate_tasks(kb: KnowledgeBase, evidence: Evidence, rng: random.Random) ->
 RELATIONS_ANY = {"person": "born_in", "organization": "founded_by", "work": "creator", "city": "country",
                  "event": "held_in"}
 
+# (entity kind, relation, question template, which value wins). Each attribute is asked both ways, so
+# neither the wording nor the order of the two names says which one is the answer.
 _COMPARISONS = (
     ("person", "birth_year", "Who was born earlier, {a} or {b}?", min),
+    ("person", "birth_year", "Who was born later, {a} or {b}?", max),
     ("city", "population", "Which city has the larger population, {a} or {b}?", max),
+    ("city", "population", "Which city has the smaller population, {a} or {b}?", min),
     ("organization", "founded_year", "Which organization was founded earlier, {a} or {b}?", min),
+    ("organization", "founded_year", "Which organization was founded later, {a} or {b}?", max),
     ("work", "release_year", "Which was released earlier, {a} or {b}?", min),
+    ("work", "release_year", "Which was released later, {a} or {b}?", max),
 )
 
 
+def comparison_winner(question: str, values: list[int]) -> int:
+    """The index of the value a comparison question asks for (the earlier, later, larger or smaller one)."""
+    for _, _, template, pick in _COMPARISONS:
+        if question.startswith(template.split("{a}")[0]):
+            return values.index(pick(values))
+    raise ValueError(f"not a comparison question of the world: {question!r}")
+
+
 def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
-    out = []
+    """``n`` comparisons; per question template, the answer is the first name in exactly every other one."""
+    out: list[Task] = []
+    seen: set[str] = set()
+    made: Counter[str] = Counter()
     for _ in range(n * 4):
         if len(out) >= n:
             break
@@ -173,31 +202,88 @@ def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int)
         va, vb = int(kb.facts[(a, relation)].value), int(kb.facts[(b, relation)].value)
         if va == vb:
             continue
-        winner = a if pick(va, vb) == va else b
+        first_wins = made[template] % 2 == 0
+        if (pick(va, vb) == va) != first_wins:
+            a, b = b, a
+        question = template.format(a=a, b=b)
+        if question in seen:
+            continue
+        seen.add(question)
+        made[template] += 1
         hops = [f.hop(a, relation), f.hop(b, relation)]
-        out.append(Task("", "comparison", template.format(a=a, b=b), [winner], True,
+        out.append(Task("", "comparison", question, [a if first_wins else b], True,
                         _dedup(h.evidence_urls[0] for h in hops), hops))
     return out
 
 
 def _same_place(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
+    """``n`` yes/no questions about two people's birthplaces: exactly every other answer is "yes"."""
     people = sorted(e.name for e in kb.of_kind("person") if f.usable(e.name, "born_in"))
-    out = []
-    for _ in range(n):
-        a, b = rng.sample(people, 2)
-        if rng.random() < 0.5:  # half the pairs share a birthplace, so "yes" is not a free answer
-            same = [p for p in people if p != a and kb.facts[(p, "born_in")].value == kb.facts[(a, "born_in")].value]
-            b = rng.choice(same) if same else b
+    city = {p: kb.facts[(p, "born_in")].value for p in people}
+    out: list[Task] = []
+    seen: set[tuple[str, str]] = set()
+    for _ in range(n * 4):
+        if len(out) >= n:
+            break
+        a = rng.choice(people)
+        want_yes = len(out) % 2 == 0
+        others = [p for p in people if p != a and (city[p] == city[a]) == want_yes]
+        if not others:
+            continue
+        b = rng.choice(others)
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
         hops = [f.hop(a, "born_in"), f.hop(b, "born_in")]
-        answer = "yes" if hops[0].value == hops[1].value else "no"
-        out.append(Task("", "two_page", f"Were {a} and {b} born in the same city?", [answer], True,
-                        _dedup(h.evidence_urls[0] for h in hops), hops))
+        out.append(Task("", "two_page", f"Were {a} and {b} born in the same city?", ["yes" if want_yes else "no"],
+                        True, _dedup(h.evidence_urls[0] for h in hops), hops))
     return out
 
 
+def _cap_answers(tasks: list[Task], share: float = ANSWER_SHARE) -> list[Task]:
+    """Drop the tasks that make one answer more than ``share`` of its (type, relation) group.
+
+    A chain's last hop decides its answer, and chains funnel into a few popular values (the country of
+    the city where many people were born), which a model could learn to guess without reading. The
+    largest count ``c`` per answer with ``c <= share * kept(c)`` is kept, in the tasks' order; a group
+    with too few distinct answers for that keeps one task per answer.
+    """
+    groups: dict[tuple[str, str], list[Task]] = {}
+    for task in tasks:
+        groups.setdefault((task.type, task.chain[-1].relation), []).append(task)
+    keep: set[int] = set()
+    for group in groups.values():
+        counts = Counter(t.answers[0] for t in group)
+        cap = max([c for c in range(1, max(counts.values()) + 1)
+                   if c <= share * sum(min(n, c) for n in counts.values())], default=1)
+        used: Counter[str] = Counter()
+        for task in group:
+            used[task.answers[0]] += 1
+            if used[task.answers[0]] <= cap:
+                keep.add(id(task))
+    return [t for t in tasks if id(t) in keep]
+
+
+def _binary_label(task: Task) -> str:
+    """What a guess of a two-way task could exploit: the yes/no answer, or which name wins."""
+    return task.answers[0] if task.type == "two_page" else str(task.answers[0] == task.chain[0].subject)
+
+
+def _interleaved(group: list[Task]) -> list[Task]:
+    """``group`` reordered to alternate its labels (yes, no, yes, ...), so every slice of it is balanced."""
+    by_label: dict[str, list[Task]] = {}
+    for task in group:
+        by_label.setdefault(_binary_label(task), []).append(task)
+    columns = list(by_label.values())
+    return [col[i] for i in range(max(map(len, columns), default=0)) for col in columns if i < len(col)]
+
+
 def split_tasks(tasks: list[Task], prefix: str, fractions=(0.8, 0.1, 0.1)) -> dict[str, list[Task]]:
-    """Number tasks and split them into train/dev/test, each type spread evenly over the splits."""
-    splits: dict[str, list[Task]] = {"train": [], "dev": [], "test": []}
+    """Number tasks and split them into train/dev/test, each type spread evenly over the splits.
+
+    Within a split the tasks keep their (shuffled) order, so a prefix (``eval --limit``) mixes the types;
+    yes/no questions and comparisons are balanced within every split, not only over the world.
+    """
     seen: set[str] = set()
     by_type: dict[str, list[Task]] = {t: [] for t in TASK_TYPES}
     for task in tasks:
@@ -205,11 +291,14 @@ def split_tasks(tasks: list[Task], prefix: str, fractions=(0.8, 0.1, 0.1)) -> di
             seen.add(task.question)
             by_type[task.type].append(task)
     for kind in TASK_TYPES:
-        group = by_type[kind]
+        group = _interleaved(by_type[kind]) if kind in ("two_page", "comparison") else by_type[kind]
         n_dev = round(len(group) * fractions[1])
         n_test = round(len(group) * fractions[2])
         for i, task in enumerate(group):
             task.split = "test" if i < n_test else "dev" if i < n_test + n_dev else "train"
+    splits: dict[str, list[Task]] = {"train": [], "dev": [], "test": []}
+    for task in tasks:
+        if task.split:
             splits[task.split].append(task)
     for name, group in splits.items():
         for i, task in enumerate(group):

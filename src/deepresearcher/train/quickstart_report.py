@@ -1,0 +1,132 @@
+"""What the quickstart reports: held-out rows an auditor can read, the model beside the no-tools
+baselines, the machine's calibration figure beside the step timings, all on one page.
+
+``heldout_row`` is the row of one held-out episode (``eval_after_*.jsonl``): its scores plus the
+answer, the golds and every turn with its tool call, so a constant answer or a policy that never
+reads shows in the file itself. ``write_quickstart_report`` fits the no-tools baselines on the run's
+training tasks (never its held-out ones), measures the machine (``train.calibration``), and writes
+``summary.json``, ``report.html`` (held-out trajectories in the viewer) and one ``eval`` page per
+evaluation (``heldout_<stage>/report.html``, with the baselines).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from deepresearcher.config import Config
+from deepresearcher.train.run_dir import RunDir
+
+_TURN_FIELDS = {"text": True, "format_error": True, "tool_call": {"name", "arguments", "observation", "error"}}
+HELD_OUT = "held-out"
+
+
+def heldout_row(task: dict[str, Any], trajectory: Any, scores: dict[str, Any]) -> dict[str, Any]:
+    """One held-out episode: id, type and scores, then the question, golds, answer and turns (tool calls included)."""
+    return {
+        "id": task["id"], "type": task.get("type", "task"), **scores,
+        "question": task["question"], "golds": list(task.get("answers", [])), "answer": trajectory.answer,
+        "termination": trajectory.termination,
+        "turns": [turn.model_dump(mode="json", include=_TURN_FIELDS) for turn in trajectory.turns],
+    }
+
+
+def _viewer_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A held-out row in the shape of an ``eval`` record, for the eval viewer."""
+    return {
+        "benchmark": HELD_OUT, "task_id": row["id"], "sample": 0, "question": row.get("question", ""),
+        "golds": row.get("golds", []), "answer": row.get("answer"), "em": row.get("em"), "f1": row.get("f1"),
+        "cover_em": row.get("cover_em"), "judge": None, "termination": row.get("termination", ""),
+        "format_ok": not row.get("format_error"), "turns": len(row.get("turns", [])),
+        "trajectory": {"turns": row.get("turns", [])},
+    }
+
+
+def _slug(stage: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", stage.lower()).strip("_")
+
+
+def _pct_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Margins as signed F1 points, the rest as they are (the page prints F1 as fractions)."""
+    return {k: f"{100 * v:+.1f}" if k.startswith("margin") and isinstance(v, float) else v for k, v in row.items()}
+
+
+def write_quickstart_report(
+    run: RunDir,
+    config: Config,
+    *,
+    summary: dict[str, Any],
+    stages: dict[str, Any],
+    train_tasks: list[dict[str, Any]],
+    test_tasks: list[dict[str, Any]],
+    timings: dict[str, float],
+    notes: list[str] | None = None,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Add baselines and the calibration to ``summary``, write it with ``report.html`` and the trajectory pages.
+
+    ``stages`` maps a stage name ("after SFT", "after GRPO") to its evaluation (``.rows``, one
+    ``heldout_row`` per test task). Returns the completed summary.
+    """
+    from deepresearcher.eval.baselines import (
+        fit_baselines,
+        margin_rows,
+        model_f1_by_type,
+    )
+    from deepresearcher.eval.report import write_reports
+    from deepresearcher.train.calibration import measure_machine
+    from deepresearcher.train.report import write_report
+
+    types = {t["id"]: t.get("type", "task") for t in test_tasks}
+    baselines = fit_baselines(train_tasks).evaluate(test_tasks)
+    model_f1 = {stage: model_f1_by_type(result.rows, types) for stage, result in stages.items()}
+    final = list(stages)[-1]
+    calibration = measure_machine()
+    best, margin = baselines.f1["best"]["all"], model_f1[final]["all"] - baselines.f1["best"]["all"]
+    say(f"no-tools baselines (fitted on {len(train_tasks)} training tasks): best F1 {best:.3f}; "
+        f"{final}: {model_f1[final]['all']:.3f}, margin {100 * margin:+.1f} points")
+    say(f"machine: {calibration.describe()}")
+    summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final]), "calibration": calibration.to_dict(),
+               "f1_by_type": model_f1}
+
+    pages = {}
+    for stage, result in stages.items():
+        out = run.root / f"heldout_{_slug(stage)}"
+        out.mkdir(parents=True, exist_ok=True)
+        section = baselines.to_dict(model_f1=model_f1[stage])
+        named = config.model_copy(update={  # the page names the policy and decoding of this evaluation
+            "agent": config.agent.model_copy(update={"policy": f"{run.root.name} model, {stage}"}),
+            "eval": config.eval.model_copy(update={"temperature": 0.0, "samples": 1}),
+        })
+        write_reports(out, [_viewer_record(r) for r in result.rows], named, order=[HELD_OUT],
+                      baselines={HELD_OUT: section})
+        pages[f"Held-out trajectories {stage}"] = f"{out.name}/report.html"
+    run.write_json("summary.json", summary)
+
+    total = round(sum(timings.values()), 1)
+    unseen = "a world never trained on" if config.train.num_worlds > 1 else "a split never trained on"
+    lead = [
+        (f"{len(test_tasks)} held-out tasks (train.eval_world={config.train.eval_world}: {unseen}). "
+         f"{final}: F1 {model_f1[final]['all']:.3f}; the best no-tools baseline, fitted on the {len(train_tasks)} "
+         f"training tasks only, scores {best:.3f}: a margin of {100 * margin:+.1f} F1 points."),
+        *(notes or []),
+        (f"Steps took {total:.0f} s in all on this machine: {calibration.describe()}. A slower machine shows a "
+         "lower figure; the same figure with longer steps means a costlier recipe."),
+    ]
+    tables = {
+        "Held-out F1 by task type, beside the no-tools baselines": [
+            _pct_row(r) for r in margin_rows(baselines, model_f1)],
+        "Held-out evaluation": [{"stage": stage, "type": kind, **s} for stage, result in stages.items()
+                                for kind, s in result.by_type().items()],
+        "Timings": [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
+                   + [{"step": "total", "seconds": f"{total:.1f}"},
+                      {"step": "calibration (not in total)", "seconds": f"{calibration.seconds:.1f}"}],
+    }
+    lead.append("Held-out trajectories, with baselines, one page per evaluation: "
+                + ", ".join(f"`{href}`" for href in pages.values()) + "; and all of them below.")
+    records = [{**_viewer_record(row), "group": stage} for stage, result in stages.items() for row in result.rows]
+    write_report(run, title=f"deepresearcher quickstart ({config.train.run_name})", tables=tables, notes=lead,
+                 trajectories=records)
+    say(f"report: {run.root / 'report.html'}")
+    return summary
