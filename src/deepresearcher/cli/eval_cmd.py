@@ -78,8 +78,8 @@ def eval_command(
 
         result = run_eval(cfg, out, data_file=data, on_start=on_start, on_record=lambda r: bar.advance(task))
     typer.echo(markdown_table(result.metrics))
-    for label, lines in baseline_tables(result.metrics):
-        typer.echo(f"\nNo-tools baselines of {label} (F1 in percent, fitted on its train split):\n" + "\n".join(lines))
+    for label, table in baseline_tables(result.metrics):
+        typer.echo(f"\nNo-tools baselines of {label} (F1 in percent, fitted on its train split):\n" + table.markdown())
     typer.echo(f"\n{result.ran} rollouts run now, {result.total} in the eval; reports in {out}/report.md and "
                f"{out}/report.html (config hash {result.metrics['meta']['config_hash']}).")
 

@@ -136,7 +136,10 @@ def world_baselines(config: Config, tasks: dict[str, list[QATask]], records: lis
     baselines = fit_baselines(load_tasks(root, "train"))
     out = {}
     for label in labels:
-        by_id = {t.id: t for t in load_tasks(root, tasks[label][0].split)}
+        split = tasks[label][0].split
+        by_id = {t.id: t for t in load_tasks(root, split)} if split in ("train", "dev", "test") else {}
+        if any(t.id not in by_id for t in tasks[label]):  # rows of a file, not the configured world's own tasks
+            continue
         evaluated = [by_id[t.id] for t in tasks[label]]
         rows = [r for r in records if r["benchmark"] == label]
         model = model_f1_by_type(rows, {t.id: t.type for t in evaluated})
