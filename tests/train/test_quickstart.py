@@ -20,9 +20,11 @@ TOY = [
 
 
 @pytest.mark.timeout(300)
-def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path: Path) -> None:
+def test_quickstart_runs_every_stage_and_writes_its_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a folder outside the repository, with the shipped recipe named, as an installed package runs it."""
+    monkeypatch.chdir(tmp_path)
     overrides = [f"cache_dir={tmp_path / 'cache'}", f"train.runs_dir={tmp_path / 'runs'}", *TOY]
-    args = ["quickstart", "--config", "configs/quickstart.yaml"] + [a for o in overrides for a in ("--set", o)]
+    args = ["quickstart", "--config", "quickstart"] + [a for o in overrides for a in ("--set", o)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     run = tmp_path / "runs" / "quickstart"
