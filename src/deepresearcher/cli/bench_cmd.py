@@ -16,7 +16,6 @@ import typer
 
 from deepresearcher.errors import ConfigError
 
-
 BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 
