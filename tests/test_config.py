@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from deepresearcher.config import Config, apply_override, dump_config, load_config
+from deepresearcher.config import RECIPES_DIR, Config, apply_override, dump_config, load_config
 from deepresearcher.errors import ConfigError
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted(RECIPES_DIR.glob("*.yaml"))
 
 
 def test_defaults_and_dotted_overrides_parse_yaml_values() -> None:
@@ -31,6 +31,20 @@ def test_overriding_one_field_keeps_the_sections_other_defaults(tmp_path: Path) 
         assert (brave.timeout_s, brave.rate_per_s, brave.api_key_env) == (3.0, 1.0, "BRAVE_API_KEY")
     # what the user set is still told apart from defaults (eval reads this to pick a data file's benchmarks)
     assert load_config(overrides=["eval.limit=3"]).eval.model_fields_set == {"limit"}
+
+
+def test_shipped_recipes_load_by_name_from_any_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--config quickstart` (or the docs' `configs/quickstart.yaml`) works outside the repository too."""
+    monkeypatch.chdir(tmp_path)
+    shipped = load_config(RECIPES_DIR / "quickstart.yaml")
+    for name in ("quickstart", "quickstart.yaml", "configs/quickstart.yaml"):
+        assert load_config(name) == shipped, name
+    (tmp_path / "quickstart.yaml").write_text("search:\n  top_k: 4\n")
+    assert load_config("quickstart.yaml").search.top_k == 4, "a file of that name here wins over the recipe"
+    with pytest.raises(ConfigError, match="recipe shipped with deepresearcher: .*quickstart"):
+        load_config("quickstrat")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("elsewhere/quickstart.yaml")
 
 
 def test_all_problems_are_reported_together_with_their_keys(tmp_path: Path) -> None:

@@ -814,14 +814,39 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+RECIPES_DIR = Path(__file__).parent / "recipes"
+"""The recipes shipped inside the package (``quickstart.yaml``, ...); the checkout's ``configs/`` links here."""
+
+
+def recipe_names() -> list[str]:
+    """Names of the shipped recipes, for ``--config NAME``."""
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def resolve_config_path(path: str | Path) -> Path:
+    """An existing YAML file, else a shipped recipe: ``quickstart``, ``quickstart.yaml`` or ``configs/quickstart.yaml``.
+
+    The last form keeps the commands of the docs working from any folder, inside a checkout or not.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    recipe = RECIPES_DIR / (path.name if path.suffix in (".yaml", ".yml") else f"{path.name}.yaml")
+    if path.parent in (Path("."), Path("configs")) and recipe.is_file():
+        return recipe
+    raise ConfigError(f"Config file {path} does not exist; pass an existing YAML file to --config, or a recipe "
+                      f"shipped with deepresearcher: {', '.join(recipe_names())}.")
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Load a config from YAML (or defaults), apply dotted overrides, and validate everything at once."""
+    """Load a config from YAML (or defaults), apply dotted overrides, and validate everything at once.
+
+    ``path`` is a YAML file or the name of a shipped recipe (``resolve_config_path``).
+    """
     data: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"Config file {path} does not exist; pass an existing YAML file to --config.")
+        path = resolve_config_path(path)
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:

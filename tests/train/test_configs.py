@@ -9,11 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from deepresearcher.cli.main import app
-from deepresearcher.config import load_config
+from deepresearcher.config import RECIPES_DIR, load_config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.grpo import plan
 
-CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+CONFIGS = sorted(RECIPES_DIR.glob("*.yaml"))
 RECIPES = {"quickstart.yaml", "smollm2-135m-world.yaml", "paper-qwen2.5-7b.yaml"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,17 @@ TOY = [
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory) -> tuple[Path, str]:
-    """One toy quickstart for the tests of this module: its run directory and what it printed."""
+    """One toy quickstart for the tests of this module, run from a folder outside the repository with the
+    shipped recipe named, as an installed package runs it: its run directory and what it printed."""
     tmp_path = tmp_path_factory.mktemp("quickstart")
-    overrides = [f"cache_dir={tmp_path / 'cache'}", f"train.runs_dir={tmp_path / 'runs'}", *TOY]
-    args = ["quickstart", "--config", "configs/quickstart.yaml"] + [a for o in overrides for a in ("--set", o)]
-    result = CliRunner().invoke(app, args)
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        overrides = [f"cache_dir={tmp_path / 'cache'}", f"train.runs_dir={tmp_path / 'runs'}", *TOY]
+        args = ["quickstart", "--config", "quickstart"] + [a for o in overrides for a in ("--set", o)]
+        result = CliRunner().invoke(app, args)
+    finally:
+        os.chdir(here)
     assert result.exit_code == 0, result.output
     return tmp_path / "runs" / "quickstart", result.output
 

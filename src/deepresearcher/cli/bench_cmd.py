@@ -1,7 +1,8 @@
-"""``deepresearcher bench NAME``: run a benchmark from ``bench/NAME.py`` and print its JSON.
+"""``deepresearcher bench NAME``: run a benchmark from ``deepresearcher/bench/NAME.py`` and print its JSON.
 
-Benchmarks live in the repository's ``bench/`` folder (not in the installed package): each module
-has ``main(argv: list[str]) -> dict``. Speed and memory targets are checked there, never in unit tests.
+Benchmarks ship inside the package (the checkout's ``bench/`` links there), so an installed
+deepresearcher runs them from any folder: each module has ``main(argv: list[str]) -> dict``. Speed and
+memory targets are checked there, never in unit tests.
 """
 
 from __future__ import annotations
@@ -15,17 +16,11 @@ import typer
 
 from deepresearcher.errors import ConfigError
 
-
-def bench_dir() -> Path:
-    """``bench/`` of the current directory, else of the source checkout this package runs from."""
-    for candidate in (Path.cwd() / "bench", Path(__file__).resolve().parents[3] / "bench"):
-        if candidate.is_dir():
-            return candidate
-    raise ConfigError("No bench/ folder found; run `deepresearcher bench` from the repository root.")
+BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in bench_dir().glob("*.py") if not p.stem.startswith("_"))
+    return sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
 
 
 def bench(
@@ -33,7 +28,7 @@ def bench(
     name: str = typer.Argument(..., help="Benchmark name: a file bench/NAME.py (e.g. search, env, rollout)."),
 ) -> None:
     """Run a benchmark; extra arguments go to it (e.g. `bench search --docs 100000`)."""
-    path = bench_dir() / f"{name}.py"
+    path = BENCH_DIR / f"{name}.py"
     if not path.is_file():
         raise ConfigError(f"No benchmark {name!r}; available: {', '.join(available())}.")
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)

@@ -8,7 +8,8 @@ import typer
 
 from deepresearcher.config import Config, load_config
 
-ConfigOption = typer.Option(None, "--config", "-c", help="YAML config file (see configs/).")
+ConfigOption = typer.Option(None, "--config", "-c", help="YAML config file, or a shipped recipe by name: quickstart, "
+                            "smollm2-135m-world, paper-qwen2.5-7b (see configs/).")
 SetOption = typer.Option(None, "--set", help="Override a config field: --set search.top_k=5 (repeatable).")
 
 

@@ -161,15 +161,10 @@ def quickstart(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and check it; train nothing."),
 ) -> None:
     """Build the synthetic web, make a tiny model, SFT it, GRPO it, and report before/after on held-out tasks."""
-    from deepresearcher.errors import ConfigError
+    from deepresearcher.config import RECIPES_DIR
     from deepresearcher.train.grpo import plan
 
-    if config is None:
-        config = Path("configs/quickstart.yaml")
-        if not config.is_file():
-            raise ConfigError("No --config given and configs/quickstart.yaml is not here; run from the repository "
-                              "root or pass --config PATH.")
-    cfg = resolve_config(config, overrides)
+    cfg = resolve_config(config or RECIPES_DIR / "quickstart.yaml", overrides)  # the shipped recipe, from any folder
     from deepresearcher.train.quickstart import require_world_data
 
     require_world_data(cfg)
