@@ -3,7 +3,8 @@
 The index stores each document's url, title and clean text (and the raw HTML when the corpus has
 it), so it is both the search backend and the page store that ``browse_webpage`` reads from.
 
-Corpus input is JSONL with ``url``, ``title`` and ``text`` or ``html``. It is streamed: memory stays
+Corpus input is JSONL with ``url``, ``title`` and ``text`` or ``html``, or Search-R1's
+``{"id", "contents"}`` lines (wiki-18). It is streamed: memory stays
 flat whatever the corpus size. Bad lines (no url, not JSON, not UTF-8) are reported by line number
 and skipped, never fatal.
 """
@@ -22,7 +23,7 @@ import tantivy
 
 from deepresearcher.errors import DataError, IndexNotFoundError
 from deepresearcher.web.html import decode_bytes, html_to_text
-from deepresearcher.web.types import Page, SearchHit
+from deepresearcher.web.types import Page, Passage, SearchHit, split_contents
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +74,25 @@ def read_corpus(path: str | Path, stats: BuildStats | None = None) -> Iterator[d
                 except orjson.JSONDecodeError as exc:
                     _problem(stats, number, f"not valid JSON ({exc})")
                     continue
+            if isinstance(doc, dict) and "url" not in doc and isinstance(doc.get("contents"), str):
+                doc = _from_search_r1(doc)
             if not isinstance(doc, dict) or not isinstance(doc.get("url"), str) or not doc["url"].strip():
-                _problem(stats, number, "no 'url' field; every corpus line needs url, title, and text or html")
+                _problem(stats, number, "no 'url' field; every corpus line needs url, title, and text or html "
+                         "(or Search-R1's id and contents)")
                 continue
             if not isinstance(doc.get("text"), str) and not isinstance(doc.get("html"), str):
                 _problem(stats, number, "neither 'text' nor 'html' is a string")
                 continue
             yield doc
+
+
+def _from_search_r1(doc: dict) -> dict:
+    """A Search-R1 / FlashRAG line (``{"id", "contents": "\"Title\"\ntext"}``, as in wiki-18) as url/title/text.
+
+    The id becomes the URL, so ``/retrieve`` answers with the corpus's own ids and browse finds the passage.
+    """
+    title, text = split_contents(doc["contents"])
+    return {"url": str(doc.get("id", "")), "title": title, "text": text}
 
 
 def _problem(stats: BuildStats, line: int, reason: str) -> None:
@@ -142,25 +155,39 @@ class LocalIndex:
     def num_docs(self) -> int:
         return self._searcher.num_docs
 
-    def search(self, query: str, top_k: int = 10) -> list[SearchHit]:
-        """BM25 over title (boosted) and body; any text is a valid query (no syntax to get wrong)."""
+    def _top(self, query: str, top_k: int) -> tuple[tantivy.Query | None, list[tuple[float, tantivy.DocAddress]]]:
+        """The parsed query and its best ``top_k`` ``(score, address)`` pairs; any text is a valid query."""
         words = _WORD.findall(query.lower())
         if not words or top_k <= 0:
-            return []
+            return None, []
         parsed = self._index.parse_query(" ".join(words), ["title", "body"], field_boosts={"title": 2.0})
-        result = self._searcher.search(parsed, top_k)
-        if not result.hits:
+        return parsed, self._searcher.search(parsed, top_k).hits
+
+    def search(self, query: str, top_k: int = 10) -> list[SearchHit]:
+        """BM25 over title (boosted) and body, each hit with a query-aware snippet of the body."""
+        parsed, found = self._top(query, top_k)
+        if not found:
             return []
         snippets = tantivy.SnippetGenerator.create(self._searcher, parsed, self._schema, "body")
         snippets.set_max_num_chars(self.snippet_chars)
         hits = []
-        for _score, address in result.hits:
+        for _score, address in found:
             doc = self._searcher.doc(address)
             body = doc.get_first("body") or ""
             snippet = snippets.snippet_from_doc(doc).fragment() or body[: self.snippet_chars]
             hits.append(SearchHit(title=doc.get_first("title") or "", url=doc.get_first("url"),
                                   snippet=" ".join(snippet.split())))
         return hits
+
+    def passages(self, query: str, top_k: int = 10) -> list[Passage]:
+        """The same ranking as :meth:`search`, each document whole with its BM25 score (the retriever API)."""
+        passages = []
+        for score, address in self._top(query, top_k)[1]:
+            doc = self._searcher.doc(address)
+            url = doc.get_first("url")
+            passages.append(Passage(id=url, url=url, title=doc.get_first("title") or "",
+                                    text=doc.get_first("body") or "", score=score))
+        return passages
 
     def get_page(self, url: str) -> Page | None:
         """The stored page for ``url`` (tolerating a trailing slash or #fragment), or None."""
