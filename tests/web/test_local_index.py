@@ -8,7 +8,14 @@ import orjson
 import pytest
 
 from deepresearcher.errors import IndexNotFoundError
-from deepresearcher.web.backends.local import BuildStats, LocalIndex, LocalSearchBackend, build_index, read_corpus
+from deepresearcher.web.backends.local import (
+    BuildStats,
+    LocalIndex,
+    LocalSearchBackend,
+    build_index,
+    read_corpus,
+    resume_point,
+)
 from deepresearcher.world import load_tasks
 
 
@@ -90,3 +97,50 @@ async def test_backend_protocol(small_world: Path) -> None:
     hits = await backend.search("population census", 3)
     assert len(hits) == 3
     await backend.aclose()
+
+
+def _wiki_corpus(path: Path, n: int) -> Path:
+    """n passages in Search-R1's wiki-18 line format; passage i says "marker<i>"."""
+    lines = [orjson.dumps({"id": str(i), "contents": f'"Passage {i}"\nmarker{i} is in passage number {i}.'})
+             for i in range(n)]
+    return _corpus(path, lines)
+
+
+def test_wiki18_lines_index_with_their_ids_titles_and_text(tmp_path: Path) -> None:
+    corpus = _wiki_corpus(tmp_path / "wiki-18.jsonl", 3)
+    build_index(read_corpus(corpus), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    (passage,) = index.passages("marker1", 1)
+    assert (passage.id, passage.title, passage.text) == ("1", "Passage 1", "marker1 is in passage number 1.")
+    assert passage.contents == '"Passage 1"\nmarker1 is in passage number 1.'
+    assert index.get_page("2").text == "marker2 is in passage number 2."
+
+
+def test_an_interrupted_build_resumes_from_its_last_commit(tmp_path: Path) -> None:
+    """A build killed after 2,500 documents (commits every 1,000) resumes at line 2,001 and ends with
+    every passage exactly once."""
+    corpus = _wiki_corpus(tmp_path / "wiki-18.jsonl", 5000)
+
+    def crash_after(docs, n):
+        for i, doc in enumerate(docs):
+            if i == n:
+                raise KeyboardInterrupt
+            yield doc
+
+    stats = BuildStats()
+    with pytest.raises(KeyboardInterrupt):
+        build_index(crash_after(read_corpus(corpus, stats), 2500), tmp_path / "index", stats, corpus=corpus,
+                    commit_every=1000)
+    with pytest.raises(IndexNotFoundError, match="--resume"):
+        LocalIndex(tmp_path / "index")  # an unfinished index is never served
+    resumed = resume_point(tmp_path / "index", corpus)
+    assert (resumed.documents, resumed.lines) == (2000, 2000)
+    assert resume_point(tmp_path / "index", _wiki_corpus(tmp_path / "other.jsonl", 10)) is None
+
+    build_index(read_corpus(corpus, resumed), tmp_path / "index", resumed, resume=True, corpus=corpus,
+                commit_every=1000)
+    index = LocalIndex(tmp_path / "index")
+    assert index.num_docs == 5000 and resumed.documents == 5000
+    for i in (0, 1999, 2000, 2499, 2500, 4999):
+        assert [p.id for p in index.passages(f"marker{i}", 3)] == [str(i)]
+    assert resume_point(tmp_path / "index", corpus) is None  # a finished build leaves no checkpoint
