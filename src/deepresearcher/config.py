@@ -77,6 +77,11 @@ class BrowseConfig(Section):
         description="How a page is read: `extractive` ranks chunks by BM25 (no model), `embedding` by MiniLM "
         "similarity, `llm` reads chunk by chunk with the `reader_llm` model, `raw` returns the page's start.",
     )
+    extractor: Literal["resiliparse", "trafilatura"] = Field(
+        "resiliparse",
+        description="How a page's HTML becomes its text: `resiliparse` (Lexbor, ~0.4 ms a page) or `trafilatura` "
+        "(lxml, ~6-10 ms a page); see docs/fetch.md for their measured quality.",
+    )
     max_urls: int = Field(3, ge=1, le=20, description="URLs of one call that are read; extra ones are dropped.")
     chunk_chars: int = Field(600, ge=100, description="Characters per chunk the reader ranks.")
     max_chunks: int = Field(400, ge=1, description="Chunks considered per page; bounds time and memory on huge pages.")

@@ -129,7 +129,7 @@ class WebEnvironment:
             from deepresearcher.web.fetch import PageFetcher
 
             backend = make_backend(config.search, config.backends)
-            pages = LivePageSource(PageFetcher(config.fetch), cache)
+            pages = LivePageSource(PageFetcher(config.fetch, extractor=config.browse.extractor), cache)
         return cls(backend, pages, make_reader(config), config, cache)
 
     async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
@@ -183,7 +183,7 @@ class WebEnvironment:
         """The page at ``url`` as clean text (``text`` set, ``html`` dropped); raises a DeepResearcherError."""
         page = await self.pages.get(url)
         text = page.text if page.text is not None else html_to_text(
-            (page.html or "")[: self.config.browse.max_page_bytes])
+            (page.html or "")[: self.config.browse.max_page_bytes], extractor=self.config.browse.extractor)
         return Page(url=page.url, title=page.title, text=text.strip(), content_type=page.content_type)
 
     async def retrieve(self, queries: list[str], top_k: int) -> list[list[Passage]]:
