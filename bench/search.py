@@ -216,6 +216,29 @@ def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], t
     }
 
 
+def real_text_ratio(summaries: Path, work: Path) -> dict:
+    """Index size against corpus size on real English: Wikipedia summaries cut into 100-word passages.
+
+    The generated corpus's random-letter words barely compress, so its doc store is near the text's
+    size; real text compresses, and this row shows by how much (``wikipedia_vital_l4_en``, CC BY-SA).
+    """
+    articles = orjson.loads(summaries.read_bytes())
+    corpus = work / "wikipedia-passages.jsonl"
+    with corpus.open("wb") as out:
+        n = 0
+        for article in articles.values():
+            words = str(article.get("extract", "")).split()
+            for start in range(0, len(words), WORDS_PER_PASSAGE):
+                text = " ".join(words[start : start + WORDS_PER_PASSAGE])
+                out.write(orjson.dumps({"id": str(n), "contents": f'"{article.get("title", "")}"\n{text}'}) + b"\n")
+                n += 1
+    stats = build_index(read_corpus(corpus), work / "index-wikipedia")
+    index_bytes = sum(p.stat().st_size for p in (work / "index-wikipedia").iterdir())
+    shutil.rmtree(work / "index-wikipedia")
+    return {"passages": stats.documents, "corpus_bytes": corpus.stat().st_size, "index_bytes": index_bytes,
+            "index_to_corpus": round(index_bytes / corpus.stat().st_size, 3)}
+
+
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="deepresearcher bench search")
     parser.add_argument("--docs", default="100000", help="Corpus sizes, comma-separated (e.g. 1000000,5000000).")
@@ -225,6 +248,9 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--work-dir", type=Path, default=None, help="Where the corpus and indexes go (default: a temp dir).")
     parser.add_argument("--results", type=Path, default=None, help="Append each size's row here as JSON lines.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated corpus and indexes.")
+    parser.add_argument("--real-text", type=Path, default=Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent"))
+                        / "wikipedia_vital_l4_en" / "summaries_en-us.json",
+                        help="Wikipedia summaries JSON for the real-text size row (default: under $DEEPRESEARCHER_DATA_DIR).")
     args = parser.parse_args(argv)
     sizes = sorted(int(s.replace("_", "")) for s in args.docs.split(","))
 
@@ -237,6 +263,7 @@ def main(argv: list[str]) -> dict:
     queries = [" ".join(rng.choices(vocab[:5000], k=rng.randint(2, 4)) + [rng.choice(vocab[:200_000])])
                for _ in range(args.queries)]
     rows = []
+    real = real_text_ratio(args.real_text, work) if args.real_text.is_file() else "not measured: no --real-text file"
     try:
         for docs in sizes:
             row = {"benchmark": "search", **measure_size(corpus, docs, work / f"index-{docs}", queries, args.top_k)}
@@ -257,6 +284,7 @@ def main(argv: list[str]) -> dict:
         "includes": "build = `index build` on the corpus file; latency = BM25 top-k plus a snippet per hit, one thread",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "sizes": rows,
+        "real_text_index_size": real,
     }
 
 

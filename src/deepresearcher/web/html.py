@@ -1,7 +1,7 @@
 """HTML → clean text: the main content, without navigation, banners, ads and footers.
 
 Two extractors (``browse.extractor``), chosen by measured quality first, then speed (``bench env``,
-``bench reader``, ``bench html``; figures in docs/fetch.md):
+``bench reader``, ``bench extract``; figures in docs/fetch.md):
 
 * ``resiliparse`` (default): ChatNoir's Lexbor-based extractor, about 0.4 ms a page, with simple
   main-content heuristics; bullet lists inside ``<article>``/``<main>``, which those heuristics would

@@ -10,8 +10,8 @@ text (the metric of the article-extraction benchmarks):
   ``git clone https://github.com/scrapinghub/article-extraction-benchmark``, found at ``--real DIR`` or
   ``$DEEPRESEARCHER_DATA_DIR/article-extraction-benchmark``. It is not in the repository.
 
-    deepresearcher bench html --json
-    deepresearcher bench html --json --real ~/data/article-extraction-benchmark
+    deepresearcher bench extract --json
+    deepresearcher bench extract --json --real ~/data/article-extraction-benchmark
 """
 
 from __future__ import annotations
@@ -91,13 +91,13 @@ def compare(pages: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> dict:
-    parser = argparse.ArgumentParser(prog="deepresearcher bench html")
+    parser = argparse.ArgumentParser(prog="deepresearcher bench extract")
     parser.add_argument("--world-size", default="small", choices=["tiny", "small", "medium"])
     parser.add_argument("--pages", type=int, default=600, help="World pages compared.")
     parser.add_argument("--real", type=Path, default=None, help="A checkout of scrapinghub/article-extraction-benchmark.")
     args = parser.parse_args(argv)
     real = args.real or Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent")) / "article-extraction-benchmark"
-    result: dict[str, Any] = {"benchmark": "html", "metric": "bag-of-words precision/recall/F1 against the known main text",
+    result: dict[str, Any] = {"benchmark": "extract", "metric": "bag-of-words precision/recall/F1 against the known main text",
                               "world": compare(world_pages(args.world_size, args.pages))}
     if (real / "ground-truth.json").is_file():
         result["real_pages"] = compare(real_pages(real))
