@@ -182,13 +182,21 @@ def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
     }
 
 
-def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], top_k: int) -> dict:
+def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], top_k: int,
+                 progress: Path | None = None) -> dict:
     load_start = os.getloadavg()[0]
     stats = BuildStats()
     sampler = MemorySampler()
     with sampler.running():
         started = time.perf_counter()
-        build_index(itertools.islice(read_corpus(corpus, stats), docs), index_dir, stats)
+
+        def report(done: int) -> None:  # a long build leaves a trace even if it is stopped
+            if progress is not None and done % 1_000_000 == 0:
+                with progress.open("ab") as f:
+                    f.write(orjson.dumps({"target": docs, "documents": done, "seconds": round(time.perf_counter() - started, 1),
+                                          "peak_anon_mb": _mb(sampler.peak_anon), "load": os.getloadavg()[0]}) + b"\n")
+
+        build_index(itertools.islice(read_corpus(corpus, stats), docs), index_dir, stats, on_progress=report)
         build_seconds = time.perf_counter() - started
     build_anon, build_rss = sampler.peak_anon, sampler.peak_rss
     index_bytes = sum(p.stat().st_size for p in index_dir.iterdir())
@@ -248,6 +256,7 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--work-dir", type=Path, default=None, help="Where the corpus and indexes go (default: a temp dir).")
     parser.add_argument("--results", type=Path, default=None, help="Append each size's row here as JSON lines.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated corpus and indexes.")
+    parser.add_argument("--progress", type=Path, default=None, help="Append build progress here every 1M documents.")
     parser.add_argument("--real-text", type=Path, default=Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent"))
                         / "wikipedia_vital_l4_en" / "summaries_en-us.json",
                         help="Wikipedia summaries JSON for the real-text size row (default: under $DEEPRESEARCHER_DATA_DIR).")
@@ -266,7 +275,8 @@ def main(argv: list[str]) -> dict:
     real = real_text_ratio(args.real_text, work) if args.real_text.is_file() else "not measured: no --real-text file"
     try:
         for docs in sizes:
-            row = {"benchmark": "search", **measure_size(corpus, docs, work / f"index-{docs}", queries, args.top_k)}
+            row = {"benchmark": "search",
+                   **measure_size(corpus, docs, work / f"index-{docs}", queries, args.top_k, args.progress)}
             rows.append(row)
             if args.results:
                 with args.results.open("ab") as f:
