@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from deepresearcher.config import Config
+from deepresearcher.config import Config, FetchConfig
+from deepresearcher.testing.website import LoopbackWebsite
 from deepresearcher.web.backends.local import build_index
 from deepresearcher.web.environment import WebEnvironment
+from deepresearcher.web.fetch import PageFetcher
 from deepresearcher.web.html import html_to_text
 
 PAGE = """<!DOCTYPE html><html><head><title>Hyport - Wikiverse</title></head><body>
@@ -53,3 +55,13 @@ async def test_browse_extractor_setting_decides_the_page_text(tmp_path: Path, ex
         page = await env.read_page("https://wikiverse.org/wiki/Hyport")
     assert page.text == html_to_text(PAGE, extractor=extractor)
     assert ("|---|" in page.text) == (extractor == "trafilatura")  # trafilatura adds a markdown header rule
+
+
+@pytest.mark.parametrize("extractor", ["resiliparse", "trafilatura"])
+async def test_live_fetch_extracts_with_the_configured_extractor(extractor: str) -> None:
+    site = LoopbackWebsite()
+    site.add("/wiki/Hyport", "Hyport", PAGE)
+    with site.running():
+        async with PageFetcher(FetchConfig(allow_private=True), extractor=extractor) as fetcher:
+            page = await fetcher.fetch(site.url("/wiki/Hyport"))
+    assert page.text == html_to_text(PAGE, extractor=extractor)
