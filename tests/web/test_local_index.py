@@ -148,10 +148,11 @@ def test_an_interrupted_build_resumes_from_its_last_commit(tmp_path: Path) -> No
 
 def test_words_in_most_documents_are_left_out_of_a_query_with_rarer_words(tmp_path: Path) -> None:
     """"the" is in every document: with a rare word beside it, only the rare word is searched (one hit, not
-    ten); alone, it is searched as is."""
+    ten); alone, or beside words no document has, it is searched as is."""
     docs = [{"url": f"https://a.example/{i}", "title": f"Page {i}",
              "text": "the " + ("zebra stripes" if i == 7 else f"filler number {i}")} for i in range(50)]
     build_index(iter(docs), tmp_path / "index")
     index = LocalIndex(tmp_path / "index")
     assert [h.url for h in index.search("the zebra", 10)] == ["https://a.example/7"]
     assert len(index.search("the", 10)) == 10
+    assert len(index.search("the okapi", 10)) == 10, "a rarer word that no document has drops nothing"

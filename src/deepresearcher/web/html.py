@@ -77,7 +77,9 @@ def _resiliparse(html: str) -> str:
             bullets.parent.replace_child(numbered, bullets)
     text = extract_plain_text(tree, main_content=True, alt_texts=False, links=False, list_bullets=False,
                               comments=False)
-    return "\n".join(_table_row(line) if "\t" in line else line.lstrip(" ") for line in text.split("\n"))
+    # One line per block, as trafilatura writes (notes and compact observations keep blank lines as separators).
+    lines = (_table_row(line) if "\t" in line else line.strip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
 def _table_row(line: str) -> str:
