@@ -73,19 +73,20 @@ def _sentences(rng: np.random.Generator, vocab: list[str], table: np.ndarray, co
 def write_corpus(path: Path, docs: int, vocab: list[str], seed: int) -> float:
     """Write ``docs`` wiki-18 lines to ``path``; returns the seconds it took (never part of a timing).
 
-    A passage is 10 ten-word Zipf sentences drawn from a pool of 2M, so that 21M passages are written
+    A passage is 10 ten-word Zipf sentences drawn from a pool of up to 2M, so that 21M passages are written
     in minutes rather than an hour; the words are still Zipf-distributed and passages still distinct.
     """
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
     table = _zipf_table(len(vocab))
-    pool = _sentences(rng, vocab, table, SENTENCE_POOL, WORDS_PER_PASSAGE // 10)
-    titles = [t.title() for t in _sentences(rng, vocab, table, SENTENCE_POOL // 2, 2)]
+    pool_size = min(SENTENCE_POOL, max(1000, docs))  # a small corpus needs no 2M-sentence pool
+    pool = _sentences(rng, vocab, table, pool_size, WORDS_PER_PASSAGE // 10)
+    titles = [t.title() for t in _sentences(rng, vocab, table, pool_size // 2, 2)]
     chunk = 50_000
     with path.open("w", encoding="ascii") as out:
         for start in range(0, docs, chunk):
             n = min(chunk, docs - start)
-            picks = rng.integers(0, SENTENCE_POOL, size=(n, 10)).tolist()
+            picks = rng.integers(0, pool_size, size=(n, 10)).tolist()
             heads = rng.integers(0, len(titles), size=n).tolist()
             out.write("".join(
                 f'{{"id":"{start + i}","contents":"\\"{titles[heads[i]]}\\"\\n{" ".join([pool[j] for j in row])}"}}\n'

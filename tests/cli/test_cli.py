@@ -59,8 +59,8 @@ def test_known_errors_print_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_bench_search_prints_json(tmp_path: Path) -> None:
     result = run("bench", "search", "--docs", "2000", "--queries", "50", cwd=Path(__file__).parents[2])
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert report["documents"] == 2000 and report["latency_ms_p50"] > 0
+    (size,) = json.loads(result.stdout)["sizes"]
+    assert size["documents"] == 2000 and size["latency_ms_p50"] > 0 and size["index_bytes"] > 0
 
 
 def test_env_reports_versions_for_bug_reports() -> None:
