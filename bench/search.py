@@ -289,7 +289,7 @@ def main(argv: list[str]) -> dict:
             shutil.rmtree(work, ignore_errors=True)
     return {
         "benchmark": "search",
-        "corpus": f"{WORDS_PER_PASSAGE}-word passages (10 sentences from a pool of {SENTENCE_POOL:,}), Zipf(s={ZIPF_S}) "
+        "corpus": f"{WORDS_PER_PASSAGE}-word passages (10 sentences from a pool of up to {SENTENCE_POOL:,}), Zipf(s={ZIPF_S}) "
                   f"over {VOCABULARY:,} words, wiki-18 line format",
         "generation_seconds_not_timed": round(generation, 1),
         "includes": "build = `index build` on the corpus file; latency = BM25 top-k plus a snippet per hit, one thread",
