@@ -57,8 +57,9 @@ class SearchConfig(Section):
 
     backend: str = Field(
         "local",
-        description="Search backend: `local` (tantivy index), `serper`, `searxng`, `brave`, `ddgs`, or a "
-        "`package.module:Factory` path. Live backends are set up under `backends`.",
+        description="Search backend: `local` (tantivy index), `serper`, `searxng`, `brave`, `ddgs`, `retriever` "
+        "(a Search-R1-style /retrieve server), or a `package.module:Factory` path. Live backends are set up under "
+        "`backends`.",
     )
     index: Path | None = Field(
         None, description="Index directory of the local backend. Default: the default world's index."
@@ -75,6 +76,11 @@ class BrowseConfig(Section):
         "extractive",
         description="How a page is read: `extractive` ranks chunks by BM25 (no model), `embedding` by MiniLM "
         "similarity, `llm` reads chunk by chunk with the `reader_llm` model, `raw` returns the page's start.",
+    )
+    extractor: Literal["resiliparse", "trafilatura"] = Field(
+        "resiliparse",
+        description="How a page's HTML becomes its text: `resiliparse` (Lexbor, ~0.4 ms a page) or `trafilatura` "
+        "(lxml, ~6-10 ms a page); see docs/fetch.md for their measured quality.",
     )
     max_urls: int = Field(3, ge=1, le=20, description="URLs of one call that are read; extra ones are dropped.")
     chunk_chars: int = Field(600, ge=100, description="Characters per chunk the reader ranks.")
@@ -292,6 +298,12 @@ class BackendsConfig(Section):
         )
     )
     ddgs: BackendSettings = Field(default_factory=lambda: BackendSettings(concurrency=2, rate_per_s=1.0, burst=2))
+    retriever: BackendSettings = Field(
+        default_factory=lambda: BackendSettings(base_url="http://127.0.0.1:8000", concurrency=32, rate_per_s=1000.0,
+                                                burst=100),
+        description="A Search-R1-style retrieval server (their E5/BM25 server, or `deepresearcher serve`); "
+        "`base_url` is where it listens, /retrieve is appended.",
+    )
     custom: BackendSettings = Field(
         default_factory=BackendSettings,
         description="Settings handed to a user backend named by a `package.module:Factory` search.backend.",

@@ -85,8 +85,8 @@ def test_bench_search_prints_json(tmp_path: Path) -> None:
     """Benchmarks ship with the package: they run from any folder, not only the repository's root."""
     result = run("bench", "search", "--docs", "2000", "--queries", "50", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert report["documents"] == 2000 and report["latency_ms_p50"] > 0
+    (size,) = json.loads(result.stdout)["sizes"]
+    assert size["documents"] == 2000 and size["latency_ms_p50"] > 0 and size["index_bytes"] > 0
 
 
 def test_env_reports_versions_for_bug_reports() -> None:

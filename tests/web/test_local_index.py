@@ -8,7 +8,15 @@ import orjson
 import pytest
 
 from deepresearcher.errors import IndexNotFoundError
-from deepresearcher.web.backends.local import BuildStats, LocalIndex, LocalSearchBackend, build_index, read_corpus
+from deepresearcher.web.backends.local import (
+    INDEX_FORMAT,
+    BuildStats,
+    LocalIndex,
+    LocalSearchBackend,
+    build_index,
+    read_corpus,
+    resume_point,
+)
 from deepresearcher.world import load_tasks
 
 
@@ -116,7 +124,7 @@ def test_an_index_of_an_older_format_is_refused_with_the_rebuild_command(tmp_pat
     build_index(iter([{"url": "https://a.example/", "title": "A", "text": "alpha"}]), tmp_path / "i")
     meta = tmp_path / "i" / "deepresearcher-index.json"
     meta.write_bytes(orjson.dumps({k: v for k, v in orjson.loads(meta.read_bytes()).items() if k != "format"}))
-    with pytest.raises(IndexNotFoundError, match=r"format 1; .* reads format 2 .*deepresearcher index build"):
+    with pytest.raises(IndexNotFoundError, match=r"format 1; .* reads format 3 .*deepresearcher index build"):
         LocalIndex(tmp_path / "i")
 
 
@@ -128,4 +136,63 @@ def test_the_default_world_rebuilds_an_index_of_an_older_format(tmp_path: Path) 
     meta = ensure_world(config) / "index" / "deepresearcher-index.json"
     meta.write_bytes(orjson.dumps({"documents": 1, "skipped": 0}))  # as written before formats
     assert LocalIndex(ensure_world(config) / "index").search("population", 1)
-    assert orjson.loads(meta.read_bytes())["format"] == 2
+    assert orjson.loads(meta.read_bytes())["format"] == INDEX_FORMAT
+
+
+def _wiki_corpus(path: Path, n: int) -> Path:
+    """n passages in Search-R1's wiki-18 line format; passage i says "marker<i>"."""
+    lines = [orjson.dumps({"id": str(i), "contents": f'"Passage {i}"\nmarker{i} is in passage number {i}.'})
+             for i in range(n)]
+    return _corpus(path, lines)
+
+
+def test_wiki18_lines_index_with_their_ids_titles_and_text(tmp_path: Path) -> None:
+    corpus = _wiki_corpus(tmp_path / "wiki-18.jsonl", 3)
+    build_index(read_corpus(corpus), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    (passage,) = index.passages("marker1", 1)
+    assert (passage.id, passage.title, passage.text) == ("1", "Passage 1", "marker1 is in passage number 1.")
+    assert passage.contents == '"Passage 1"\nmarker1 is in passage number 1.'
+    assert index.get_page("2").text == "marker2 is in passage number 2."
+
+
+def test_an_interrupted_build_resumes_from_its_last_commit(tmp_path: Path) -> None:
+    """A build killed after 2,500 documents (commits every 1,000) resumes at line 2,001 and ends with
+    every passage exactly once."""
+    corpus = _wiki_corpus(tmp_path / "wiki-18.jsonl", 5000)
+
+    def crash_after(docs, n):
+        for i, doc in enumerate(docs):
+            if i == n:
+                raise KeyboardInterrupt
+            yield doc
+
+    stats = BuildStats()
+    with pytest.raises(KeyboardInterrupt):
+        build_index(crash_after(read_corpus(corpus, stats), 2500), tmp_path / "index", stats, corpus=corpus,
+                    commit_every=1000)
+    with pytest.raises(IndexNotFoundError, match="--resume"):
+        LocalIndex(tmp_path / "index")  # an unfinished index is never served
+    resumed = resume_point(tmp_path / "index", corpus)
+    assert (resumed.documents, resumed.lines) == (2000, 2000)
+    assert resume_point(tmp_path / "index", _wiki_corpus(tmp_path / "other.jsonl", 10)) is None
+
+    build_index(read_corpus(corpus, resumed), tmp_path / "index", resumed, resume=True, corpus=corpus,
+                commit_every=1000)
+    index = LocalIndex(tmp_path / "index")
+    assert index.num_docs == 5000 and resumed.documents == 5000
+    for i in (0, 1999, 2000, 2499, 2500, 4999):
+        assert [p.id for p in index.passages(f"marker{i}", 3)] == [str(i)]
+    assert resume_point(tmp_path / "index", corpus) is None  # a finished build leaves no checkpoint
+
+
+def test_words_in_most_documents_are_left_out_of_a_query_with_rarer_words(tmp_path: Path) -> None:
+    """"the" is in every document: with a rare word beside it, only the rare word is searched (one hit, not
+    ten); alone, or beside words no document has, it is searched as is."""
+    docs = [{"url": f"https://a.example/{i}", "title": f"Page {i}",
+             "text": "the " + ("zebra stripes" if i == 7 else f"filler number {i}")} for i in range(50)]
+    build_index(iter(docs), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    assert [h.url for h in index.search("the zebra", 10)] == ["https://a.example/7"]
+    assert len(index.search("the", 10)) == 10
+    assert len(index.search("the okapi", 10)) == 10, "a rarer word that no document has drops nothing"

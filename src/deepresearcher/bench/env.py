@@ -17,6 +17,7 @@ Measured:
 
     deepresearcher bench env --json
     deepresearcher bench env --seconds 10 --concurrency 64 --world-size small
+    deepresearcher bench env --json --extractor resiliparse   # cold browse with the other HTML extractor
 
 Target (issue 3): >= 3,000 cached search requests/s on 2 cores; overhead under 1 ms.
 """
@@ -35,7 +36,9 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yaml
 
+from deepresearcher.config import Config
 from deepresearcher.testing.handlers import HandlerProcess
 from deepresearcher.testing.loopback_web import LoopbackWeb
 from deepresearcher.web.environment import WebEnvironment
@@ -131,6 +134,8 @@ def main(argv: list[str]) -> dict[str, Any]:
     parser.add_argument("--world-size", default="tiny", choices=["tiny", "small", "medium"])
     parser.add_argument("--queries", type=int, default=300, help="Distinct cached queries cycled through.")
     parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--extractor", default="trafilatura", choices=["trafilatura", "resiliparse"],
+                        help="browse.extractor of the handler (HTML to text on a cold browse).")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -140,9 +145,12 @@ def main(argv: list[str]) -> dict[str, Any]:
         with web.running():
             os.environ.update(web.env_vars)
             cache = tmp / "cache.sqlite"
-            proc = HandlerProcess(web.write_config(tmp / "handler.yaml", cache), env=web.env_vars).start()
+            data = web.config_data(cache)
+            data["browse"]["extractor"] = args.extractor
+            (tmp / "handler.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+            proc = HandlerProcess(tmp / "handler.yaml", env=web.env_vars).start()
             try:
-                return asyncio.run(_run(args, web, proc.url, proc.proc.pid, web.config(cache)))
+                return asyncio.run(_run(args, web, proc.url, proc.proc.pid, Config.model_validate(data)))
             finally:
                 proc.stop()
 
@@ -185,6 +193,9 @@ async def _run(args: argparse.Namespace, web: LoopbackWeb, url: str, pid: int, c
         "search_record_pass": record,
         "search_cached": search_cached,
         "browse_cold": browse_cold,
+        "browse_cold_pages_per_core_s": round(1000 / browse_cold["server_cpu_ms_per_request"], 1)
+        if browse_cold.get("server_cpu_ms_per_request") else None,
+        "extractor": args.extractor,
         "browse_cached": browse_cached,
         "overhead_ms": {
             "search": round((one["latency_ms_p50"] or 0) - direct_search * 1000, 3),

@@ -31,7 +31,7 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def evidence_requests(world: Any, split: str, limit: int) -> list[tuple[ReadRequest, list[str]]]:
+def evidence_requests(world: Any, split: str, limit: int, extractor: str = "trafilatura") -> list[tuple[ReadRequest, list[str]]]:
     """(request, accepted fact strings) for the first evidence page of each hop of each task, up to ``limit``."""
     wanted: dict[str, list[tuple[str, str, list[str]]]] = {}
     count = 0
@@ -45,7 +45,7 @@ def evidence_requests(world: Any, split: str, limit: int) -> list[tuple[ReadRequ
     out = []
     for page in iter_pages(world):
         for question, query, facts in wanted.get(page["url"], []):
-            text = html_to_text(page["html"])
+            text = html_to_text(page["html"], extractor=extractor)
             out.append((ReadRequest(question=question, url=page["url"], text=text, query=query), facts))
     return out
 
@@ -114,10 +114,11 @@ async def measure(reader: Any, items: list[tuple[ReadRequest, list[str]]], concu
 
 
 def run(pages: int = 32, readers: str = "llm,extractive,extractive-short", seed: int = 7, size: str = "small", split: str = "test",
-        concurrency: int = 8, chunk_tokens: int = 512, max_chunks: int = 2, max_new_tokens: int = 48) -> dict[str, Any]:
+        concurrency: int = 8, chunk_tokens: int = 512, max_chunks: int = 2, max_new_tokens: int = 48,
+        extractor: str = "trafilatura") -> dict[str, Any]:
     """Read ``pages`` evidence pages with each reader; returns recall and speed per reader."""
     world = ensure_world(Config(world=WorldConfig(seed=seed, size=size)))
-    items = evidence_requests(world, split, pages)
+    items = evidence_requests(world, split, pages, extractor)
     llm_config = ReaderLLMConfig(kind="embedded", chunk_tokens=chunk_tokens, max_chunks=max_chunks,
                                  max_new_tokens=max_new_tokens, max_batch=concurrency)
     load_started = time.perf_counter()
@@ -125,7 +126,8 @@ def run(pages: int = 32, readers: str = "llm,extractive,extractive-short", seed:
     load_s = time.perf_counter() - load_started
     results = {name: asyncio.run(measure(reader, items, concurrency)) for name, reader in built.items()}
     mean_page_chars = sum(len(r.text) for r, _ in items) / max(1, len(items))
-    return {"bench": "reader", "world": {"seed": seed, "size": size, "split": split}, "load_seconds": round(load_s, 1),
+    return {"bench": "reader", "world": {"seed": seed, "size": size, "split": split}, "extractor": extractor,
+            "load_seconds": round(load_s, 1),
             "mean_page_chars": round(mean_page_chars, 1),
             "settings": {"chunk_tokens": chunk_tokens, "max_chunks": max_chunks, "max_new_tokens": max_new_tokens,
                          "concurrency": concurrency}, "readers": results}
@@ -143,9 +145,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--chunk-tokens", type=int, default=512)
     parser.add_argument("--max-chunks", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--extractor", default="trafilatura", choices=["trafilatura", "resiliparse"],
+                        help="how the pages' HTML becomes text (browse.extractor)")
     args = parser.parse_args(argv)
     return run(args.pages, args.readers, args.seed, args.size, args.split, args.concurrency, args.chunk_tokens,
-               args.max_chunks, args.max_new_tokens)
+               args.max_chunks, args.max_new_tokens, args.extractor)
 
 
 if __name__ == "__main__":

@@ -1,85 +1,301 @@
-"""Local search engine benchmark: index size, build time, query latency p50/p99 and queries/s.
+"""Local search engine benchmark at wiki scale: build time and memory, index size, query latency split.
 
-The corpus is generated (seeded): passages of Zipf-distributed words from a 50k-word vocabulary,
-the shape of real text for an inverted index. Queries are 3-5 words drawn the same way, with one
-rare word from the corpus so that every query has hits.
+The corpus is generated (seeded) in Search-R1's wiki-18 line format (``{"id", "contents":
+"\\"Title\\"\\ntext"}``), 100-word passages of Zipf-distributed words from a 500k-word vocabulary (the
+shape of real text for an inverted index), and written to disk *before* anything is timed, so the
+build measured is exactly ``deepresearcher index build`` on a wiki-18 file. Several sizes share one
+corpus file: the smaller indexes read its first lines. Queries are 2-4 frequent words plus one word
+from anywhere in the vocabulary.
 
-    deepresearcher bench search --json                 # 100k passages
-    deepresearcher bench search --docs 1000000 --json  # the README's figure
+Per size: build seconds and docs/s, peak memory while building and while serving (sampled from
+/proc by this process: anonymous memory, i.e. the heap, and resident total, which also counts the
+index's memory-mapped file pages the OS can drop), index bytes against corpus bytes, and per-query
+latency p50/p99 end to end (``LocalIndex.search``: BM25 top-k plus a snippet per hit, one thread)
+with the mean split into search, document fetch and snippet. On a shared machine wall-clock latency
+includes waiting for a core, so the query thread's CPU time is reported beside it (``cpu_ms_*``), and
+the load average at the start and end of each size.
+
+    deepresearcher bench search --json                                    # 100k passages
+    deepresearcher bench search --docs 1000000,5000000,21000000 --json --work-dir /big/disk --results r.jsonl
+
+Each size's row is also appended to ``--results`` (JSON lines) as soon as it is measured, so a run
+stopped early keeps what it measured. The work dir's corpus and indexes are deleted at the end
+unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import os
+import platform
 import random
-import resource
+import shutil
 import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from deepresearcher.web.backends.local import LocalIndex, build_index
+import numpy as np
+import orjson
+
+from deepresearcher.web.backends.local import BuildStats, LocalIndex, build_index, read_corpus
+
+WORDS_PER_PASSAGE = 100  # wiki-18 passages are DPR's 100-word splits
+VOCABULARY = 500_000
+SENTENCE_POOL = 2**21
+ZIPF_S = 1.07
 
 
-def _vocabulary(rng: random.Random, size: int) -> list[str]:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    words: set[str] = set()
-    while len(words) < size:
-        words.add("".join(rng.choice(letters) for _ in range(rng.randint(3, 10))))
-    return sorted(words)
+def _vocabulary(rng: np.random.Generator, size: int) -> list[str]:
+    """``size`` distinct random words of 2-11 letters, shortest first (short words are the frequent ones)."""
+    lengths = rng.integers(2, 12, size=size * 2).tolist()
+    raw = rng.integers(97, 123, size=(size * 2, 11), dtype=np.uint8).tobytes()
+    words = list(dict.fromkeys(raw[i * 11 : i * 11 + n].decode() for i, n in enumerate(lengths)))[:size]
+    return sorted(words, key=len)
 
 
-def _passages(n: int, vocab: list[str], seed: int):
-    rng = random.Random(seed)
-    cumulative = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(vocab))))
-    for i in range(n):
-        words = rng.choices(vocab, cum_weights=cumulative, k=rng.randint(40, 90))
-        yield {"url": f"https://corpus.example/p/{i}", "title": " ".join(words[:5]), "text": " ".join(words)}
+def _zipf_table(size: int) -> np.ndarray:
+    """Word ranks repeated in proportion to Zipf(ZIPF_S) over 2^24 slots: a uniform pick is a Zipf draw."""
+    p = 1.0 / np.arange(1, size + 1) ** ZIPF_S
+    counts = np.maximum(1, np.round(p / p.sum() * 2**24)).astype(np.int64)
+    return np.repeat(np.arange(size, dtype=np.int32), counts)
+
+
+def _sentences(rng: np.random.Generator, vocab: list[str], table: np.ndarray, count: int, words: int) -> list[str]:
+    draws = table[rng.integers(0, len(table), size=(count, words))].tolist()
+    return [" ".join([vocab[i] for i in row]) for row in draws]
+
+
+def write_corpus(path: Path, docs: int, vocab: list[str], seed: int) -> float:
+    """Write ``docs`` wiki-18 lines to ``path``; returns the seconds it took (never part of a timing).
+
+    A passage is 10 ten-word Zipf sentences drawn from a pool of up to 2M, so that 21M passages are written
+    in minutes rather than an hour; the words are still Zipf-distributed and passages still distinct.
+    """
+    started = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    table = _zipf_table(len(vocab))
+    pool_size = min(SENTENCE_POOL, max(1000, docs))  # a small corpus needs no 2M-sentence pool
+    pool = _sentences(rng, vocab, table, pool_size, WORDS_PER_PASSAGE // 10)
+    titles = [t.title() for t in _sentences(rng, vocab, table, pool_size // 2, 2)]
+    chunk = 50_000
+    with path.open("w", encoding="ascii") as out:
+        for start in range(0, docs, chunk):
+            n = min(chunk, docs - start)
+            picks = rng.integers(0, pool_size, size=(n, 10)).tolist()
+            heads = rng.integers(0, len(titles), size=n).tolist()
+            out.write("".join(
+                f'{{"id":"{start + i}","contents":"\\"{titles[heads[i]]}\\"\\n{" ".join([pool[j] for j in row])}"}}\n'
+                for i, row in enumerate(picks)
+            ))
+    return time.perf_counter() - started
+
+
+def _prefix_bytes(path: Path, lines: int) -> int:
+    """Size of the first ``lines`` lines of ``path``: the corpus a smaller index was built from."""
+    size = 0
+    with path.open("rb") as f:
+        for line in itertools.islice(f, lines):
+            size += len(line)
+    return size
+
+
+class MemorySampler:
+    """Peak anonymous and resident memory of this process, sampled from /proc every 20 ms."""
+
+    def __init__(self) -> None:
+        self.peak_anon = self.peak_rss = 0
+        self._stop = threading.Event()
+
+    @staticmethod
+    def now() -> tuple[int, int]:
+        fields = {}
+        for line in Path("/proc/self/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("RssAnon", "VmRSS"):
+                fields[name] = int(value.split()[0]) * 1024
+        return fields.get("RssAnon", 0), fields.get("VmRSS", 0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            anon, rss = self.now()
+            self.peak_anon, self.peak_rss = max(self.peak_anon, anon), max(self.peak_rss, rss)
+
+    @contextmanager
+    def running(self) -> Iterator[MemorySampler]:
+        self.peak_anon, self.peak_rss = self.now()
+        thread = threading.Thread(target=self._run, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            thread.join()
+            self._stop.clear()
+
+
+def _mb(n: int) -> int:
+    return round(n / 2**20)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
+
+
+def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
+    """End-to-end latency of ``index.search`` and the mean time of its three steps."""
+    for query in queries[:50]:  # warm the OS page cache and tantivy's readers
+        index.search(query, top_k)
+    latencies, cpu = [], []
+    started = time.perf_counter()
+    for query in queries:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        index.search(query, top_k)
+        latencies.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+    wall = time.perf_counter() - started
+    split = {"search": 0.0, "doc_fetch": 0.0, "snippet": 0.0}
+    for query in queries:  # the same steps timed one by one (LocalIndex.search does exactly these)
+        t0 = time.perf_counter()
+        parsed, found = index.top(query, top_k)
+        t1 = time.perf_counter()
+        docs = index.fetch(found)
+        t2 = time.perf_counter()
+        index.hits(parsed, docs)
+        t3 = time.perf_counter()
+        split["search"] += t1 - t0
+        split["doc_fetch"] += t2 - t1
+        split["snippet"] += t3 - t2
+    latencies.sort()
+    cpu.sort()
+    return {
+        "queries": len(queries),
+        "latency_ms_p50": round(statistics.median(latencies) * 1000, 3),
+        "latency_ms_p99": round(_percentile(latencies, 0.99) * 1000, 3),
+        "cpu_ms_p50": round(statistics.median(cpu) * 1000, 3),
+        "cpu_ms_p99": round(_percentile(cpu, 0.99) * 1000, 3),
+        "queries_per_second": round(len(queries) / wall, 1),
+        "mean_ms_split": {k: round(v / len(queries) * 1000, 3) for k, v in split.items()},
+    }
+
+
+def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], top_k: int,
+                 progress: Path | None = None) -> dict:
+    load_start = os.getloadavg()[0]
+    stats = BuildStats()
+    sampler = MemorySampler()
+    with sampler.running():
+        started = time.perf_counter()
+
+        def report(done: int) -> None:  # a long build leaves a trace even if it is stopped
+            if progress is not None and done % 1_000_000 == 0:
+                with progress.open("ab") as f:
+                    f.write(orjson.dumps({"target": docs, "documents": done, "seconds": round(time.perf_counter() - started, 1),
+                                          "peak_anon_mb": _mb(sampler.peak_anon), "load": os.getloadavg()[0]}) + b"\n")
+
+        build_index(itertools.islice(read_corpus(corpus, stats), docs), index_dir, stats, on_progress=report)
+        build_seconds = time.perf_counter() - started
+    build_anon, build_rss = sampler.peak_anon, sampler.peak_rss
+    index_bytes = sum(p.stat().st_size for p in index_dir.iterdir())
+    corpus_bytes = _prefix_bytes(corpus, docs)
+    with sampler.running():
+        index = LocalIndex(index_dir)
+        latency = measure_queries(index, queries, top_k)
+        segments = index.num_segments
+        del index
+    return {
+        "load_average_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)],
+        "documents": stats.documents,
+        "build_seconds": round(build_seconds, 1),
+        "docs_per_second": round(stats.documents / build_seconds),
+        "build_peak_anon_mb": _mb(build_anon),
+        "build_peak_rss_mb": _mb(build_rss),
+        "corpus_bytes": corpus_bytes,
+        "index_bytes": index_bytes,
+        "index_to_corpus": round(index_bytes / corpus_bytes, 3),
+        "segments": segments,
+        "top_k": top_k,
+        **latency,
+        "serve_peak_anon_mb": _mb(sampler.peak_anon),
+        "serve_peak_rss_mb": _mb(sampler.peak_rss),
+    }
+
+
+def real_text_ratio(summaries: Path, work: Path) -> dict:
+    """Index size against corpus size on real English: Wikipedia summaries cut into 100-word passages.
+
+    The generated corpus's random-letter words barely compress, so its doc store is near the text's
+    size; real text compresses, and this row shows by how much (``wikipedia_vital_l4_en``, CC BY-SA).
+    """
+    articles = orjson.loads(summaries.read_bytes())
+    corpus = work / "wikipedia-passages.jsonl"
+    with corpus.open("wb") as out:
+        n = 0
+        for article in articles.values():
+            words = str(article.get("extract", "")).split()
+            for start in range(0, len(words), WORDS_PER_PASSAGE):
+                text = " ".join(words[start : start + WORDS_PER_PASSAGE])
+                out.write(orjson.dumps({"id": str(n), "contents": f'"{article.get("title", "")}"\n{text}'}) + b"\n")
+                n += 1
+    stats = build_index(read_corpus(corpus), work / "index-wikipedia")
+    index_bytes = sum(p.stat().st_size for p in (work / "index-wikipedia").iterdir())
+    shutil.rmtree(work / "index-wikipedia")
+    return {"passages": stats.documents, "corpus_bytes": corpus.stat().st_size, "index_bytes": index_bytes,
+            "index_to_corpus": round(index_bytes / corpus.stat().st_size, 3)}
 
 
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="deepresearcher bench search")
-    parser.add_argument("--docs", type=int, default=100_000)
+    parser.add_argument("--docs", default="100000", help="Corpus sizes, comma-separated (e.g. 1000000,5000000).")
     parser.add_argument("--queries", type=int, default=2_000)
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work-dir", type=Path, default=None, help="Where the corpus and indexes go (default: a temp dir).")
+    parser.add_argument("--results", type=Path, default=None, help="Append each size's row here as JSON lines.")
+    parser.add_argument("--keep", action="store_true", help="Keep the generated corpus and indexes.")
+    parser.add_argument("--progress", type=Path, default=None, help="Append build progress here every 1M documents.")
+    parser.add_argument("--real-text", type=Path, default=Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent"))
+                        / "wikipedia_vital_l4_en" / "summaries_en-us.json",
+                        help="Wikipedia summaries JSON for the real-text size row (default: under $DEEPRESEARCHER_DATA_DIR).")
     args = parser.parse_args(argv)
+    sizes = sorted(int(s.replace("_", "")) for s in args.docs.split(","))
 
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench-search-"))
+    work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
-    vocab = _vocabulary(rng, 50_000)
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.perf_counter()
-        stats = build_index(_passages(args.docs, vocab, args.seed), Path(tmp) / "index")
-        build_seconds = time.perf_counter() - started
-        size = sum(p.stat().st_size for p in (Path(tmp) / "index").iterdir())
-        index = LocalIndex(Path(tmp) / "index")
-        queries = [" ".join(rng.choices(vocab[:5000], k=rng.randint(2, 4)) + [rng.choice(vocab)])
-                   for _ in range(args.queries)]
-        for query in queries[:50]:  # warm the OS page cache and tantivy's readers
-            index.search(query, args.top_k)
-        latencies = []
-        started = time.perf_counter()
-        for query in queries:
-            t0 = time.perf_counter()
-            index.search(query, args.top_k)
-            latencies.append(time.perf_counter() - t0)
-        wall = time.perf_counter() - started
-    latencies.sort()
+    vocab = _vocabulary(np.random.default_rng(args.seed), VOCABULARY)
+    corpus = work / f"zipf-{sizes[-1]}-seed{args.seed}.jsonl"
+    generation = write_corpus(corpus, sizes[-1], vocab, args.seed) if not corpus.is_file() else 0.0
+    queries = [" ".join(rng.choices(vocab[:5000], k=rng.randint(2, 4)) + [rng.choice(vocab[:200_000])])
+               for _ in range(args.queries)]
+    rows = []
+    real = real_text_ratio(args.real_text, work) if args.real_text.is_file() else "not measured: no --real-text file"
+    try:
+        for docs in sizes:
+            row = {"benchmark": "search",
+                   **measure_size(corpus, docs, work / f"index-{docs}", queries, args.top_k, args.progress)}
+            rows.append(row)
+            if args.results:
+                with args.results.open("ab") as f:
+                    f.write(orjson.dumps(row) + b"\n")
+            if not args.keep:
+                shutil.rmtree(work / f"index-{docs}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     return {
         "benchmark": "search",
-        "documents": stats.documents,
-        "index_bytes": size,
-        "build_seconds": round(build_seconds, 2),
-        "docs_per_second": round(stats.documents / build_seconds),
-        "build_includes": "generating the passages in Python",
-        "queries": len(queries),
-        "top_k": args.top_k,
-        "latency_ms_p50": round(statistics.median(latencies) * 1000, 3),
-        "latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 3),
-        "queries_per_second": round(len(queries) / wall, 1),
-        "includes": "BM25 top-k plus a query-aware snippet per hit, one thread",
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "corpus": f"{WORDS_PER_PASSAGE}-word passages (10 sentences from a pool of up to {SENTENCE_POOL:,}), Zipf(s={ZIPF_S}) "
+                  f"over {VOCABULARY:,} words, wiki-18 line format",
+        "generation_seconds_not_timed": round(generation, 1),
+        "includes": "build = `index build` on the corpus file; latency = BM25 top-k plus a snippet per hit, one thread",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "sizes": rows,
+        "real_text_index_size": real,
     }
 
 

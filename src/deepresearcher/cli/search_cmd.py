@@ -9,28 +9,39 @@ import typer
 from rich.console import Console
 
 from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
+from deepresearcher.errors import DataError
 
 console = Console()
 index_app = typer.Typer(help="Build search indexes over a corpus or a world.", no_args_is_help=True)
 
 
-@index_app.command("build", epilog="Example: deepresearcher index build --corpus wiki.jsonl --out indexes/wiki")
+@index_app.command("build", epilog="Example: deepresearcher index build --corpus wiki-18.jsonl --out indexes/wiki-18")
 def index_build(
-    corpus: Path = typer.Option(..., "--corpus", help="JSONL with url, title, and text or html per line; "
-                                "or a built world directory."),
+    corpus: Path = typer.Option(..., "--corpus", help="JSONL with url, title, and text or html per line, or "
+                                "Search-R1's id and contents (wiki-18); or a built world directory."),
     out: Path = typer.Option(..., "--out", help="Index directory to create (replaced if it exists)."),
+    resume: bool = typer.Option(False, "--resume", help="Go on from the last commit of an interrupted build "
+                                "of the same corpus into --out (commits come every 2M documents)."),
 ) -> None:
     """Index a corpus with tantivy (BM25), streaming it line by line."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from deepresearcher.web.backends.local import BuildStats, build_index, read_corpus
+    from deepresearcher.web.backends.local import BuildStats, build_index, read_corpus, resume_point
 
     source = corpus / "pages.jsonl" if corpus.is_dir() else corpus
-    stats = BuildStats()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task(f"Indexing {source}", total=None)
-        build_index(read_corpus(source, stats), out, stats,
-                    on_progress=lambda n: bar.update(task, description=f"Indexing {source}: {n:,} documents"))
+    if not source.is_file():
+        raise DataError(f"Corpus file {source} does not exist.")
+    stats = (resume_point(out, source) if resume else None) or BuildStats()
+    if resume:
+        console.print(f"Resuming after line {stats.lines:,} ({stats.documents:,} documents indexed)."
+                      if stats.offset else "No interrupted build of this corpus there; starting from the beginning.")
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console) as bar:
+        task = bar.add_task(f"Indexing {source}", total=source.stat().st_size, completed=stats.offset)
+        build_index(read_corpus(source, stats), out, stats, resume=stats.offset > 0, corpus=source,
+                    on_progress=lambda n: bar.update(task, completed=stats.offset,
+                                                     description=f"Indexing {source.name}: {n:,} documents"))
     for problem in stats.problems:
         console.print(f"[yellow]skipped line {problem.line}:[/] {problem.reason}")
     if stats.skipped > len(stats.problems):

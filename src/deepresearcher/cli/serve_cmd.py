@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         port: int | None = typer.Option(None, "--port", help="TCP port; 0 picks a free one (default: serve.port)."),
         overrides: list[str] | None = SetOption,
     ) -> None:
-        """Serve POST /v1/search, POST /v1/browse, GET /healthz and GET /metrics until Ctrl-C / SIGTERM."""
+        """Serve POST /v1/search, /v1/browse, /retrieve (Search-R1), /access (ASearcher), GET /healthz, /metrics until Ctrl-C."""
         from deepresearcher.web.server import run_server
 
         cfg = resolve_config(config, overrides)

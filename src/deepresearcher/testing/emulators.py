@@ -1,4 +1,4 @@
-"""Loopback servers that speak the real Serper, SearXNG and Brave search formats, for tests and benchmarks.
+"""Loopback servers that speak the real Serper, SearXNG, Brave and Search-R1 retriever formats, for tests and benchmarks.
 
 Each answers from a small in-memory corpus ranked with BM25, checks the API key like the real service,
 counts the calls that reach it, and can be scripted to fail: answer 429 with a Retry-After, 500, or
@@ -12,6 +12,11 @@ Example::
         emu.script(Fault(429, retry_after=0.05))   # the next request is rate-limited
         ...
         emu.calls                                  # every request that reached the server
+
+The ``search-r1`` flavor is Search-R1's retrieval server (``search_r1/search/retrieval_server.py``):
+``POST /retrieve`` with ``{"queries", "topk", "return_scores"}``, documents ``{"id", "contents"}`` with
+``contents = '"Title"\ntext'``, ``topk`` missing or 0 meaning its default (3), a query with no hits
+answered with an empty list, and pydantic's 422 for a malformed body, as their FastAPI app does.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from aiohttp import web
 
 from deepresearcher.testing._serve import serve_in_thread
 
-Flavor = Literal["serper", "searxng", "brave"]
+Flavor = Literal["serper", "searxng", "brave", "search-r1"]
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 # Where each flavor listens, and the header that carries its key.
@@ -38,7 +43,9 @@ _ROUTES: dict[str, tuple[str, str, str | None]] = {
     "serper": ("POST", "/search", "X-API-KEY"),
     "searxng": ("GET", "/search", None),
     "brave": ("GET", "/res/v1/web/search", "X-Subscription-Token"),
+    "search-r1": ("POST", "/retrieve", None),
 }
+SEARCH_R1_DEFAULT_TOPK = 3  # their server's --topk default
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,8 @@ class Corpus:
     """BM25 over an inverted index of a few thousand documents: enough ranking to make results meaningful."""
 
     def __init__(self, docs: Iterable[dict[str, str]], k1: float = 1.2, b: float = 0.75) -> None:
-        self.docs = [{"url": d["url"], "title": d.get("title", ""), "text": d.get("text", "")} for d in docs]
+        self.docs = [{"url": d.get("url", ""), "id": str(d.get("id", d.get("url", ""))), "title": d.get("title", ""),
+                      "text": d.get("text", "")} for d in docs]
         self.k1, self.b = k1, b
         self._postings: dict[str, list[tuple[int, int]]] = {}
         lengths = []
@@ -68,16 +76,20 @@ class Corpus:
         n = len(self.docs)
         self._idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
 
-    def search(self, query: str, top_k: int) -> list[tuple[dict[str, str], str]]:
-        """Up to ``top_k`` ``(doc, snippet)`` pairs, best first; documents sharing no term are left out."""
-        terms = set(_tokens(query))
+    def ranked(self, query: str, top_k: int) -> list[tuple[dict[str, str], float]]:
+        """Up to ``top_k`` ``(doc, BM25 score)`` pairs, best first; documents sharing no term are left out."""
         scores: dict[int, float] = {}
-        for term in terms:
+        for term in set(_tokens(query)):
             idf = self._idf.get(term, 0.0)
             for i, f in self._postings.get(term, ()):
                 scores[i] = scores.get(i, 0.0) + idf * f * (self.k1 + 1) / (f + self._norm[i])
         best = heapq.nsmallest(top_k, ((-score, i) for i, score in scores.items()))
-        return [(self.docs[i], _snippet(self.docs[i]["text"], terms)) for _, i in best]
+        return [(self.docs[i], -neg) for neg, i in best]
+
+    def search(self, query: str, top_k: int) -> list[tuple[dict[str, str], str]]:
+        """Up to ``top_k`` ``(doc, snippet)`` pairs, best first."""
+        terms = set(_tokens(query))
+        return [(doc, _snippet(doc["text"], terms)) for doc, _ in self.ranked(query, top_k)]
 
 
 def _tokens(text: str) -> list[str]:
@@ -157,6 +169,8 @@ class SearchEmulator:
             return web.json_response({"message": f"scripted {fault.status}"}, status=fault.status, headers=headers)
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.flavor == "search-r1":
+            return await self._retrieve(request)
         key_header = _ROUTES[self.flavor][2]
         if self.api_key is not None and key_header and request.headers.get(key_header) != self.api_key:
             return web.json_response({"message": "Unauthorized.", "statusCode": 403}, status=403)
@@ -175,6 +189,25 @@ class SearchEmulator:
             return web.json_response({"message": "Missing query."}, status=400)
         self.queries.append(query)
         return web.json_response(self._answer(query, self.corpus.search(query, num)))
+
+    async def _retrieve(self, request: web.Request) -> web.Response:
+        """Search-R1's ``retrieve_endpoint``: batch BM25, documents in their corpus format."""
+        try:
+            body = await request.json()
+        except ValueError:
+            return _unprocessable("body", "JSON decode error")
+        queries = body.get("queries") if isinstance(body, dict) else None
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            return _unprocessable("queries", "Input should be a valid list of strings")
+        topk = body.get("topk") or SEARCH_R1_DEFAULT_TOPK
+        self.queries.extend(queries)
+        result = []
+        for query in queries:
+            docs = [({"id": d["id"], "contents": f'"{d["title"]}"\n{d["text"]}'}, score)
+                    for d, score in self.corpus.ranked(query, int(topk))]
+            result.append([{"document": d, "score": s} for d, s in docs] if body.get("return_scores")
+                          else [d for d, _ in docs])
+        return web.json_response({"result": result})
 
     def _answer(self, query: str, found: list[tuple[dict[str, str], str]]) -> dict[str, Any]:
         if self.flavor == "serper":
@@ -214,6 +247,11 @@ class SearchEmulator:
         with serve_in_thread(self.app(), f"{self.flavor}-emulator", host, port) as url:
             self.base_url = url
             yield self
+
+
+def _unprocessable(field: str, message: str) -> web.Response:
+    """FastAPI's answer to a body that fails validation."""
+    return web.json_response({"detail": [{"type": "value_error", "loc": ["body", field], "msg": message}]}, status=422)
 
 
 def _highlight(snippet: str, query: str) -> str:

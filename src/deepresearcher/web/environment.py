@@ -24,7 +24,7 @@ from deepresearcher.errors import ConfigError, DeepResearcherError, ReplayMissEr
 from deepresearcher.web.backends.base import SearchBackend
 from deepresearcher.web.html import html_to_text
 from deepresearcher.web.reader.base import Reader, ReadRequest
-from deepresearcher.web.types import BrowseResult, Note, Page, QueryResult, SearchHit
+from deepresearcher.web.types import BrowseResult, Note, Page, Passage, QueryResult, SearchHit
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class WebEnvironment:
             from deepresearcher.web.fetch import PageFetcher
 
             backend = make_backend(config.search, config.backends)
-            pages = LivePageSource(PageFetcher(config.fetch), cache)
+            pages = LivePageSource(PageFetcher(config.fetch, extractor=config.browse.extractor), cache)
         return cls(backend, pages, make_reader(config), config, cache)
 
     async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
@@ -167,12 +167,10 @@ class WebEnvironment:
 
     async def _browse_one(self, question: str, url: str, notes: list[str], query: str) -> BrowseResult:
         try:
-            page = await self.pages.get(url)
-            text = page.text if page.text is not None else html_to_text(
-                (page.html or "")[: self.config.browse.max_page_bytes])
-            if not text.strip():
+            page = await self.read_page(url)
+            if not page.text:
                 return BrowseResult(url=url, title=page.title, error="the page has no readable text")
-            request = ReadRequest(question=question, url=url, text=text, query=query, notes=notes)
+            request = ReadRequest(question=question, url=url, text=page.text, query=query, notes=notes)
             found = await self._read(request)
         except _FATAL:
             raise
@@ -180,6 +178,27 @@ class WebEnvironment:
             logger.info("browse %s failed: %s", url, exc)
             return BrowseResult(url=url, error=str(exc))
         return BrowseResult(url=url, title=page.title, notes=found)
+
+    async def read_page(self, url: str) -> Page:
+        """The page at ``url`` as clean text (``text`` set, ``html`` dropped); raises a DeepResearcherError."""
+        page = await self.pages.get(url)
+        text = page.text if page.text is not None else html_to_text(
+            (page.html or "")[: self.config.browse.max_page_bytes], extractor=self.config.browse.extractor)
+        return Page(url=page.url, title=page.title, text=text.strip(), content_type=page.content_type)
+
+    async def retrieve(self, queries: list[str], top_k: int) -> list[list[Passage]]:
+        """Search-R1's retrieval: per query, whole documents with scores; a failed query has none.
+
+        From a local index: each document's full text and BM25 score. From a live backend (through
+        its resilience and the cache): each hit's snippet as the text, scored by reciprocal rank,
+        since web search APIs give no scores.
+        """
+        if isinstance(self.pages, LocalPageSource):
+            index = self.pages.index
+            return [index.passages(q, top_k) for q in queries]
+        results = await self.search(queries, top_k)
+        return [[Passage(id=h.url, url=h.url, title=h.title, text=h.snippet, score=1.0 / rank)
+                 for rank, h in enumerate(r.hits, start=1)] for r in results]
 
     async def _read(self, request: ReadRequest) -> list[Note]:
         if self.cache is None or self.reader.name != "llm":

@@ -35,7 +35,7 @@ from yarl import URL
 
 from deepresearcher.config import FetchConfig
 from deepresearcher.errors import PageError, UnsafeURLError, UnsupportedContentError
-from deepresearcher.web.html import decode_bytes, html_title, html_to_text
+from deepresearcher.web.html import DEFAULT_EXTRACTOR, Extractor, decode_bytes, html_title, html_to_text
 from deepresearcher.web.types import Page
 
 logger = logging.getLogger(__name__)
@@ -135,8 +135,9 @@ class PageFetcher:
     per-host limit, so many concurrent browses are polite to each site.
     """
 
-    def __init__(self, config: FetchConfig | None = None) -> None:
+    def __init__(self, config: FetchConfig | None = None, extractor: Extractor = DEFAULT_EXTRACTOR) -> None:
         self.config = config or FetchConfig()
+        self.extractor = extractor  # how an HTML page's text is extracted (browse.extractor)
         self.policy = AddressPolicy(self.config.allow_private, self.config.allow_hosts)
         self._session: aiohttp.ClientSession | None = None
 
@@ -204,7 +205,8 @@ class PageFetcher:
                 if declared not in _READABLE_TYPES and declared not in _GENERIC_TYPES:
                     raise _unsupported(url, declared)  # before downloading a video or an archive
                 body, truncated = await _read_capped(resp, self.config.max_bytes)
-                return await _to_page(url, declared, resp.charset, body, truncated, self.config.max_bytes)
+                return await _to_page(url, declared, resp.charset, body, truncated, self.config.max_bytes,
+                                      self.extractor)
         raise PageError(f"{url}: more than {self.config.max_redirects} redirects (fetch.max_redirects).")
 
     async def aclose(self) -> None:
@@ -253,12 +255,13 @@ def _pdf_text(body: bytes) -> tuple[str, str]:
 
 
 async def _to_page(
-    url: str, content_type: str, charset: str | None, body: bytes, truncated: bool, max_bytes: int
+    url: str, content_type: str, charset: str | None, body: bytes, truncated: bool, max_bytes: int,
+    extractor: Extractor = DEFAULT_EXTRACTOR,
 ) -> Page:
     mime = _sniff_type(body) if content_type in _GENERIC_TYPES else content_type
     if mime in _HTML_TYPES:
         html = _decode(body, charset, is_html=True)
-        text = await asyncio.to_thread(html_to_text, html)
+        text = await asyncio.to_thread(html_to_text, html, None, extractor)
         return Page(url=url, title=html_title(html), html=html, text=text, content_type="text/html")
     if mime in _PDF_TYPES:
         if truncated:

@@ -5,6 +5,7 @@ Routes (JSON in, JSON out)::
     POST /v1/search  {"queries": ["q1", "q2"], "top_k": 10}          -> {"results": [QueryResult, ...]}
     POST /v1/browse  {"question": "...", "urls": [...], "notes": [...], "queries": [...]}
                                                                      -> {"results": [BrowseResult, ...]}
+    POST /retrieve   Search-R1's retriever API; POST /access: ASearcher's pages by URL (web.retrieval_api)
     GET  /healthz    -> {"status": "ok", "in_flight": n, "waiting": n}
     GET  /metrics    -> Prometheus text format
 
@@ -57,7 +58,9 @@ from deepresearcher.errors import (
     PageError,
     ReplayMissError,
 )
+from deepresearcher.web import retrieval_api
 from deepresearcher.web.interface import Environment
+from deepresearcher.web.retrieval_api import AccessRequest, RetrievalSource, RetrieveRequest
 from deepresearcher.web.types import BrowseResult, QueryResult
 
 logger = logging.getLogger(__name__)
@@ -211,6 +214,7 @@ class _Handler:
 
     def __init__(self, config: Config, metrics: _Metrics) -> None:
         self.serve = config.serve
+        self.default_top_k = config.search.top_k
         self.token = _bearer_token(config)
         self.metrics = metrics
         self.env: Environment | None = None
@@ -218,11 +222,14 @@ class _Handler:
         self.routes: dict[str, Callable[[bytes], Awaitable[bytes]]] = {
             "/v1/search": self._search,
             "/v1/browse": self._browse,
+            "/retrieve": self._retrieve,
+            "/access": self._access,
         }
         # Label lookups cost microseconds each; the hot ones are bound once.
-        self._ok = {r: metrics.requests.labels(r, "200") for r in ("search", "browse")}
-        self._latency = {r: metrics.latency.labels(r) for r in ("search", "browse")}
-        self._items = {r: metrics.items.labels(r) for r in ("search", "browse")}
+        names = [path.rsplit("/", 1)[1] for path in self.routes]
+        self._ok = {r: metrics.requests.labels(r, "200") for r in names}
+        self._latency = {r: metrics.latency.labels(r) for r in names}
+        self._items = {r: metrics.items.labels(r) for r in names}
 
     async def answer(self, path: str, authorization: bytes, body: bytes) -> tuple[int, bytes, dict[str, str] | None]:
         """``(status, JSON body, extra headers)`` for a POST to ``path``; never raises."""
@@ -295,9 +302,42 @@ class _Handler:
         self._count_items("browse", results)
         return b'{"results":' + _BROWSE_RESULTS.dump_json(results) + b"}"
 
+    def _retrieval_source(self) -> RetrievalSource:
+        assert self.env is not None and self.gate is not None, "the app's lifespan has not started"
+        if not isinstance(self.env, RetrievalSource):
+            raise _HTTPProblem(501, "unsupported", f"This handler's environment ({type(self.env).__name__}) cannot "
+                               "answer the retriever API; serve an in-process environment (no env.server_urls).")
+        return self.env
+
+    async def _retrieve(self, body: bytes) -> bytes:
+        req: RetrieveRequest = self._parse(RetrieveRequest, body)
+        if len(req.queries) > self.serve.max_queries:
+            raise _HTTPProblem(
+                422, "validation", f"queries: at most {self.serve.max_queries} per request (serve.max_queries); split the batch."
+            )
+        source = self._retrieval_source()
+        async with self.gate.slot():  # type: ignore[union-attr]
+            payload = await retrieval_api.retrieve(source, req, self.default_top_k)
+        self._items["retrieve"].inc(len(req.queries))
+        return payload
+
+    async def _access(self, body: bytes) -> bytes:
+        req: AccessRequest = self._parse(AccessRequest, body)
+        if len(req.urls) > self.serve.max_urls:
+            raise _HTTPProblem(
+                422, "validation", f"urls: at most {self.serve.max_urls} per request (serve.max_urls); split the batch."
+            )
+        source = self._retrieval_source()
+        async with self.gate.slot():  # type: ignore[union-attr]
+            payload, unread = await retrieval_api.access(source, req)
+        self._items["access"].inc(len(req.urls))
+        if unread:
+            self.metrics.item_errors.labels("access").inc(unread)
+        return payload
+
 
 class _BatchRoutes:
-    """ASGI middleware that answers ``POST /v1/search`` and ``POST /v1/browse`` itself.
+    """ASGI middleware that answers the POST routes (``/v1/search``, ``/v1/browse``, ``/retrieve``, ``/access``) itself.
 
     Why not FastAPI routes: on a cached search the request/response objects, routing and dependency
     machinery cost more CPU than the search; answering here keeps the service near its HTTP parser's

@@ -16,6 +16,33 @@ class SearchHit(BaseModel):
     snippet: str = ""
 
 
+class Passage(BaseModel):
+    """One retrieved document with its full text and score: what a Search-R1-style retriever returns.
+
+    ``id`` is the corpus's own id (a wiki-18 passage number, else the URL), so evaluation scripts that
+    compare ids keep working; ``contents`` renders it the way Search-R1's clients parse it.
+    """
+
+    id: str
+    title: str = ""
+    url: str = ""
+    text: str = ""
+    score: float = 0.0
+
+    @property
+    def contents(self) -> str:
+        """``"Title"\\ntext``: Search-R1's clients split the title off at the first newline."""
+        return f'"{self.title}"\n{self.text}'
+
+
+def split_contents(contents: str) -> tuple[str, str]:
+    """``"Title"\\ntext`` -> (title, text), as Search-R1's clients read it; no newline: no title."""
+    title, newline, text = contents.partition("\n")
+    if not newline:
+        return "", contents.strip()
+    return title.strip().strip('"'), text.strip()
+
+
 class QueryResult(BaseModel):
     """The hits of one query, as the policy sees them in a `web_search` observation."""
 

@@ -8,6 +8,7 @@ serper     Google through serper.dev                   SERPER_API_KEY
 searxng    a self-hosted SearXNG instance              —
 brave      Brave Search API                            BRAVE_API_KEY
 ddgs       DuckDuckGo via ``pip install ddgs``         —
+retriever  a Search-R1-style ``/retrieve`` server      —
 =========  ==========================================  =====================
 
 Live backends are wrapped in :class:`~deepresearcher.web.resilience.ResilientBackend` (limits, retries,
@@ -36,6 +37,7 @@ LIVE_BACKENDS: dict[str, str] = {
     "searxng": "deepresearcher.web.backends.searxng:SearxngBackend",
     "brave": "deepresearcher.web.backends.brave:BraveBackend",
     "ddgs": "deepresearcher.web.backends.ddgs:DdgsBackend",
+    "retriever": "deepresearcher.web.backends.retriever:RetrieverBackend",
 }
 BACKEND_NAMES: tuple[str, ...] = ("local", *LIVE_BACKENDS)
 
