@@ -38,10 +38,11 @@ def unpacked_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list
 def test_wheel_ships_recipes_benchmarks_and_the_chat_template(unpacked_wheel: tuple[Path, list[str]]) -> None:
     _, names = unpacked_wheel
     recipes = {Path(n).name for n in names if n.startswith("deepresearcher/recipes/")}
-    assert {"quickstart.yaml", "smollm2-135m-world.yaml", "paper-qwen2.5-7b.yaml"} <= recipes
+    assert {"quickstart.yaml", "smollm2-135m-world.yaml", "paper-qwen2.5-7b.yaml", "paper-qwen2.5-7b-verl.yaml",
+            "deepspeed-zero3.yaml", "fsdp.yaml"} <= recipes
     benchmarks = {Path(n).name for n in names if n.startswith("deepresearcher/bench/")}
     assert {"search.py", "train.py", "gpu_check.sh"} <= benchmarks
-    assert "deepresearcher/generate/qwen_template.jinja" in names
+    assert "deepresearcher/inference/qwen_template.jinja" in names
 
 
 def test_the_installed_copy_finds_its_recipes_and_benchmarks_from_any_folder(
