@@ -132,15 +132,15 @@ async def test_search_browse_answer(tokenizer, toolbox, world_task, tmp_path):
     scripts = {"clean": [
         call("web_search", {"query": [hop.query]}),
         call("browse_webpage", {"url_list": hop.evidence_urls[:1]}),
-        f"the page says it</think>\n<answer>{world_task.answers[0]}</answer>",
+        f"the page says it</think>\n<answer>{world_task.golds[0]}</answer>",
     ]}
     trajectories = await rollout(tokenizer, toolbox, scripts, questions={"clean": world_task.question})
     trajectory = trajectories["clean"]
-    assert trajectory.termination == "answer" and trajectory.answer == world_task.answers[0]
+    assert trajectory.termination == "answer" and trajectory.answer == world_task.golds[0]
     search, browse = (t.tool_call for t in trajectory.turns[:2])
     assert (search.name, browse.name) == ("web_search", "browse_webpage")
     assert hop.evidence_urls[0] in search.text and search.error is None
-    assert world_task.answers[0] in browse.text and browse.error is None
+    assert world_task.golds[0] in browse.text and browse.error is None
     assert trajectory.format_errors == 0
     assert [s.source for s in trajectory.segments] == ["prompt", "policy", "env", "policy", "env", "policy"]
     path = save_trajectories(tmp_path / "t.jsonl", [trajectory])

@@ -69,7 +69,7 @@ def test_research_eval_and_a_grpo_step_see_the_same_episode(setup, qwen_tokenize
     import deepresearcher.generate.factory as factory
 
     monkeypatch.setattr(factory, "make_policy", lambda cfg, **kw: (scripted(), kw["tokenizer"]))
-    world_task = {"id": task.id, "question": task.question, "answers": task.golds, "answerable": True}
+    world_task = {"id": task.id, "question": task.question, "golds": task.golds, "answerable": True}
     rollouts = WorldRollouts(config, seed=0)
     try:
         grpo = GRPORollouts({task.id: world_task}, rollouts.collect, lambda t, k: score_trajectory(t, k, config),

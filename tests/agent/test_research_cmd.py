@@ -32,7 +32,7 @@ def world(tmp_path_factory):
 async def test_trace_shows_thoughts_searches_pages_notes_and_answer(world, qwen_tokenizer):
     """The live display prints each step of a real-tools episode and the answer with the page that supports it."""
     _, config, task = world
-    hop, gold = task.chain[0], task.answers[0]
+    hop, gold = task.chain[0], task.golds[0]
     tool = lambda name, args: json.dumps({"name": name, "arguments": args})
     replies = [
         f"I will look up {hop.subject}.</think>\n<tool_call>{tool('web_search', {'query': [hop.query]})}</tool_call>",

@@ -36,8 +36,8 @@ async def test_browse_returns_the_passage_with_the_answer(toolbox, small_world) 
     outcome = await toolbox.call("browse_webpage", {"url_list": [task.evidence_urls[0]]}, context)
     [page] = orjson.loads(outcome.text)
     assert page["url"] == task.evidence_urls[0]
-    assert task.answers[0] in page["information"]
-    assert context.notes and task.answers[0] in "".join(context.notes)
+    assert task.golds[0] in page["information"]
+    assert context.notes and task.golds[0] in "".join(context.notes)
     again = orjson.loads((await toolbox.call("browse_webpage", {"url_list": [task.evidence_urls[0]]}, context)).text)
     assert again[0]["information"].startswith("No new information"), "notes already held are not returned again"
 
@@ -107,6 +107,6 @@ async def test_compact_observations_carry_the_same_content_without_json(world_co
     assert searched.text.startswith(f"search: {task.chain[0].query}\n1. {first['title']} | {first['url']} | ")
     assert "{" not in searched.text and "quick_summary" not in searched.text
     page, missing = read.text.split("\n\n")
-    assert page.startswith(f"page: {task.evidence_urls[0]}\n") and task.answers[0] in page
+    assert page.startswith(f"page: {task.evidence_urls[0]}\n") and task.golds[0] in page
     assert missing.startswith("page: https://nowhere.example/\nerror: ")
     assert len(read.text) < len(orjson.dumps(read.raw))

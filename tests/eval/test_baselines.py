@@ -89,7 +89,7 @@ def test_guess_tasks_read_trainer_dicts_and_score_like_the_model() -> None:
     report = fit_baselines([task]).evaluate([as_dict])
     for baseline in ("type_prior", "relation_prior", "cannot_find", "best"):
         answer = fit_baselines([task]).answer(baseline, view)
-        assert report.f1[baseline]["all"] == answer_metrics(answer, task.answers, unanswerable=False)["f1"]
+        assert report.f1[baseline]["all"] == answer_metrics(answer, task.golds, unanswerable=False)["f1"]
     with pytest.raises(ValueError, match="no training tasks"):
         fit_baselines([])
 

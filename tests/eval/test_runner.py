@@ -160,7 +160,7 @@ def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(world_eva
     expected = fit_baselines(load_tasks(small_world, "train")).evaluate([tasks[r["task_id"]] for r in records])
     assert section["f1"] == expected.f1 and section["n"]["all"] == 40 and section["n"]["two_page"] >= 1
     assert section["best_uses"] == expected.choice
-    no_share = sum(tasks[r["task_id"]].answers == ["no"] for r in records) / 40
+    no_share = sum(tasks[r["task_id"]].golds == ["no"] for r in records) / 40
     assert section["model_f1"]["all"] == pytest.approx(no_share)
     assert section["margin_over_best"]["all"] == pytest.approx(no_share - expected.f1["best"]["all"])
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()

@@ -19,7 +19,7 @@ def _both(trajectory: Trajectory, question: str, golds: list[str], config, answe
     metadata = {} if answerable is None else {"answerable": answerable}
     task = QATask(id="t", source="nq", question=question, golds=golds, metadata=metadata)
     evaluated = asyncio.run(eval_score(trajectory, task, None, config))
-    trained = train_score(trajectory, {"id": "t", "question": question, "answers": golds, **metadata}, config)
+    trained = train_score(trajectory, {"id": "t", "question": question, "golds": golds, **metadata}, config)
     return evaluated, trained
 
 
@@ -38,7 +38,7 @@ def test_eval_rollouts_score_the_same_in_training(metric, policy_server, qa_file
     assert len(records) == 4
     for record in records.values():
         trajectory = Trajectory.model_validate(record["trajectory"])
-        trained = train_score(trajectory, {"id": record["task_id"], "answers": record["golds"]}, config)
+        trained = train_score(trajectory, {"id": record["task_id"], "golds": record["golds"]}, config)
         _same(record, trained)
     # the engine's prompt ends with <think>, so well-formed turns start inside it: eval must not call them broken
     paris, dune = records["Which city is the capital of France?"], records["Who wrote the novel Dune?"]

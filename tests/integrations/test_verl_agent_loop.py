@@ -83,7 +83,7 @@ def scripts_for(tasks: dict[str, Any]) -> dict[str, list[str]]:
     return {
         good.question: [call("web_search", {"query": [hop.query]}),
                         call("browse_webpage", {"url_list": hop.evidence_urls[:1]}),
-                        f"The page says it.</think>\n<answer>{good.answers[0]}</answer>"],
+                        f"The page says it.</think>\n<answer>{good.golds[0]}</answer>"],
         long.question: [call("web_search", {"query": [long.chain[0].query]}), "I keep thinking " * 3000],
     }
 
@@ -122,7 +122,7 @@ async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any]
             budget = len(template.prompt_ids(task.question)) + RESPONSE_LENGTH
             engine = RolloutEngine(LogprobGenerator(tokenizer, scripts[task.question]), ToolBox(env, config), template,
                                    config.agent.model_copy(update={"context_budget": budget}))
-            out[name] = await engine.run({"id": task.id, "question": task.question, "answers": task.answers})
+            out[name] = await engine.run({"id": task.id, "question": task.question, "golds": task.golds})
     finally:
         await env.aclose()
     return out
@@ -141,7 +141,7 @@ def assert_batch_holds(output: Any, ours: dict[str, Any], config: Config, verl_c
         assert output.batch["response_mask"][row, :n].tolist() == trajectory.completion_mask
         assert int(output.batch["response_mask"][row, n:].sum()) == 0  # padding is never trained on
         assert torch.allclose(output.batch["rollout_log_probs"][row, :n], torch.tensor(trajectory.completion_logprobs))
-        reward = score_trajectory(trajectory, {"answers": trajectory.golds}, config)["reward"]
+        reward = score_trajectory(trajectory, {"golds": trajectory.golds}, config)["reward"]
         rm_scores = output.batch["rm_scores"][row]
         assert rm_scores[n - 1].item() == pytest.approx(reward) and rm_scores.abs().sum().item() == pytest.approx(abs(reward))
         assert output.non_tensor_batch["termination"][row] == trajectory.termination
@@ -178,7 +178,7 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     good, long = ours["good"], ours["long"]
     assert [t.tool_call.name for t in good.turns if t.tool_call] == ["web_search", "browse_webpage"]
     assert not any(t.tool_call.error for t in good.turns if t.tool_call)
-    assert good.termination == "answer" and good.answer == world_tasks["good"].answers[0]
+    assert good.termination == "answer" and good.answer == world_tasks["good"].golds[0]
     assert output.batch["rm_scores"][0].sum().item() == 1.0
     assert list(output.non_tensor_batch["searches"]) == [1, 1] and list(output.non_tensor_batch["browses"]) == [1, 0]
     assert list(output.non_tensor_batch["truncated"]) == [False, True]

@@ -24,7 +24,7 @@ def test_same_question_gets_each_worlds_own_answer(tmp_path: Path) -> None:
     by_question = [{t.question: {**task_dict(t), "world": w} for t in load_tasks(d, "train")}
                    for w, d in enumerate(train_dirs)]
     pairs = [(a, by_question[1][q]) for q, a in by_question[0].items()
-             if q in by_question[1] and a["answerable"] and set(a["answers"]) != set(by_question[1][q]["answers"])]
+             if q in by_question[1] and a["answerable"] and set(a["golds"]) != set(by_question[1][q]["golds"])]
     assert len(pairs) >= 3, "shared-name worlds should ask the same questions with different answers"
     tasks = [t for pair in pairs[:6] for t in pair]
     rollouts = WorldRollouts(config, world_dirs=[*train_dirs, held_out])
@@ -32,7 +32,7 @@ def test_same_question_gets_each_worlds_own_answer(tmp_path: Path) -> None:
         episodes = rollouts.oracle_episodes(tasks)
     finally:
         rollouts.close()
-    f1 = [answer_metrics(e.answer, t["answers"])["f1"] for e, t in zip(episodes, tasks, strict=True)]
+    f1 = [answer_metrics(e.answer, t["golds"])["f1"] for e, t in zip(episodes, tasks, strict=True)]
     assert sum(f1) / len(f1) >= 0.8
 
 
@@ -80,7 +80,7 @@ def test_snippet_only_fraction_mixes_hasty_demonstrations(tmp_path: Path) -> Non
     assert flags == [browses(e) for e in again], "the mix must be reproducible from its seed"
     assert 0 < sum(flags) < len(flags), "half the episodes should browse and half should not"
     assert all(browses(e) for e in thorough)
-    f1 = [answer_metrics(e.answer, t["answers"])["f1"] for e, t in zip(mixed, tasks, strict=True)]
+    f1 = [answer_metrics(e.answer, t["golds"])["f1"] for e, t in zip(mixed, tasks, strict=True)]
     hasty = [x for x, flag in zip(f1, flags, strict=True) if not flag]
     careful = [x for x, flag in zip(f1, flags, strict=True) if flag]
     assert sum(careful) / len(careful) > sum(hasty) / len(hasty) + 0.3

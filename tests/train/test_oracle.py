@@ -27,7 +27,7 @@ async def _accuracy(world_config, tasks, use_browse: bool) -> dict[str, float]:
     async with WebEnvironment.from_config(world_config) as env:
         oracle = OracleResearcher(ToolBox(env, world_config), use_browse=use_browse)
         for task in tasks:
-            by_type[task.type].append(_correct((await oracle.run(task)).answer, task.answers))
+            by_type[task.type].append(_correct((await oracle.run(task)).answer, task.golds))
     return {kind: sum(v) / len(v) for kind, v in by_type.items()}
 
 

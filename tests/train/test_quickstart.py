@@ -87,7 +87,7 @@ def test_eval_and_research_run_the_trained_agent_as_the_quickstart_evaluated_it(
     held_out = task_sets(load_config(agent.config, [])).test
     data = tmp_path / "held_out.jsonl"
     data.write_text("".join(json.dumps({"id": t["id"], "data_source": "world", "question": t["question"],
-                                        "answers": t["answers"]}) + "\n" for t in held_out))
+                                        "golds": t["golds"]}) + "\n" for t in held_out))
     run_eval(config, tmp_path / "eval", data_file=data)
     evaluated = {r["task_id"].removeprefix("world_"): r for r in read_records(tmp_path / "eval" / "trajectories.jsonl")}
     quickstart = [json.loads(line) for line in (run / "eval_after_grpo.jsonl").read_text().splitlines()]

@@ -253,7 +253,7 @@ def test_paper_recipe_trains_two_steps_on_verl_parquet_against_an_offline_index(
              *_tiny_run(tmp_path, which), "--set", "search.backend=local", "--set", f"search.index={index}", *held_out])
     run = tmp_path / "runs" / which
     tasks = [json.loads(line) for line in (run / "tasks.jsonl").read_text().splitlines()]
-    assert all(questions[t["question"]] == t["answers"] for t in tasks)
+    assert all(questions[t["question"]] == t["golds"] for t in tasks)
     assert len(tasks) == len(questions) - (1 if held_out else 0)
     metrics = read_metrics(run / "metrics.jsonl")
     if held_out:
@@ -282,10 +282,10 @@ def _record_demonstrations(config, path: Path) -> None:
     from deepresearcher.web import make_environment
 
     tokenizer = AutoTokenizer.from_pretrained(str(config.train.model))
-    tasks = [{"id": f"q{i}", "question": q, "answers": [a]} for i, (q, (a, _, _)) in enumerate(FACTS.items())]
+    tasks = [{"id": f"q{i}", "question": q, "golds": [a]} for i, (q, (a, _, _)) in enumerate(FACTS.items())]
     scripts = {t["question"]: [
         'search</think>\n<tool_call>{"name": "web_search", "arguments": {"query": ["' + t["question"] + '"]}}</tool_call>',
-        f"found</think>\n<answer>{t['answers'][0]}</answer>"] for t in tasks}
+        f"found</think>\n<answer>{t['golds'][0]}</answer>"] for t in tasks}
 
     async def run() -> list:
         env = make_environment(config)

@@ -20,7 +20,7 @@ from deepresearcher.world import (
     load_manifest,
     load_tasks,
 )
-from deepresearcher.world.tasks import comparison_winner
+from deepresearcher.world.tasks import Task, comparison_winner
 
 
 def _all_tasks(world: Path):
@@ -86,7 +86,7 @@ def test_unanswerable_tasks_ask_for_facts_that_no_page_states(small_world: Path,
     tasks = [t for t in _all_tasks(small_world) if t.type == "unanswerable"]
     assert tasks
     for task in tasks:
-        assert task.answers == [UNANSWERABLE_ANSWER] and not task.answerable
+        assert task.golds == [UNANSWERABLE_ANSWER] and not task.answerable
         fact = facts[(task.chain[0].subject, task.chain[0].relation)]
         assert fact["hidden"]
         about = [t for t in texts if task.chain[0].subject in t]
@@ -146,28 +146,28 @@ def test_guessing_does_not_pay(small_world: Path) -> None:
     tasks = _all_tasks(small_world)
     for split in ("train", "dev", "test"):  # balanced in every split, so no split rewards a guess
         in_split = load_tasks(small_world, split)
-        yes_no = Counter(t.answers[0] for t in in_split if t.type == "two_page")
+        yes_no = Counter(t.golds[0] for t in in_split if t.type == "two_page")
         assert set(yes_no) == {"yes", "no"} and abs(yes_no["yes"] - yes_no["no"]) <= 1, (split, yes_no)
         comparisons = [t for t in in_split if t.type == "comparison"]
-        first = sum(t.answers[0] == t.chain[0].subject for t in comparisons)
+        first = sum(t.golds[0] == t.chain[0].subject for t in comparisons)
         assert abs(2 * first - len(comparisons)) <= 4, (split, first, len(comparisons))
     assert len({t.type for t in load_tasks(small_world, "test")[:40]}) >= 4, "a prefix of a split mixes the types"
     comparisons = [t for t in tasks if t.type == "comparison"]
     by_template: dict[str, Counter[bool]] = {}
     for t in comparisons:  # neither the wording nor the order gives the answer away
         frame = t.question.replace(t.chain[0].subject, "A").replace(t.chain[1].subject, "B")
-        by_template.setdefault(frame, Counter())[t.answers[0] == t.chain[0].subject] += 1
+        by_template.setdefault(frame, Counter())[t.golds[0] == t.chain[0].subject] += 1
     assert len(by_template) == 8 and all(abs(c[True] - c[False]) <= 1 for c in by_template.values()), by_template
     assert {"earlier", "later", "larger", "smaller"} <= {w.strip(",") for t in comparisons for w in t.question.split()}
     groups: dict[tuple[str, str], Counter[str]] = {}
     for task in tasks:
         if task.type in ("hop1", "hop2", "hop3", "conflict"):
-            groups.setdefault((task.type, task.chain[-1].relation), Counter())[task.answers[0]] += 1
+            groups.setdefault((task.type, task.chain[-1].relation), Counter())[task.golds[0]] += 1
     for key, answers in groups.items():
         if answers.total() >= 40:
             assert max(answers.values()) <= 0.05 * answers.total(), (key, answers.most_common(2), answers.total())
     for relation in ("birth_year", "founded_year", "release_year"):  # no cap piles years on one value
-        years = Counter(t.answers[0] for t in tasks if t.type in ("hop1", "hop2", "hop3", "conflict")
+        years = Counter(t.golds[0] for t in tasks if t.type in ("hop1", "hop2", "hop3", "conflict")
                         and t.chain[-1].relation == relation)
         assert max(years.values()) <= 0.05 * years.total(), (relation, years.most_common(3))
 
@@ -189,3 +189,10 @@ def test_default_world_cache_folder_changes_with_the_generator_version(monkeypat
     assert now.name.endswith(f"-v{GENERATOR_VERSION}") and GENERATOR_VERSION >= 2
     monkeypatch.setattr(local_world, "GENERATOR_VERSION", 1)
     assert local_world.world_dir(config) != now, "a cached world of the old generator must not be reused"
+
+
+def test_tasks_of_worlds_built_before_version_3_still_load() -> None:
+    """Worlds written before tasks named their golds ``golds`` (``answers``) load into the same task."""
+    task = Task("w-1", "hop1", "Where was X born?", ["Vesk"], True, ["https://w/x"])
+    old = {("answers" if key == "golds" else key): value for key, value in task.to_dict().items()}
+    assert "golds" in task.to_dict() and Task.from_dict(old) == task == Task.from_dict(task.to_dict())

@@ -67,13 +67,13 @@ class RolloutTask(BaseModel):
 
     @classmethod
     def coerce(cls, task: Any) -> RolloutTask:
-        """Accept a RolloutTask, a question string, a dict, or any object with ``question`` (and ``id``/``answers``)."""
+        """Accept a RolloutTask, a question string, a dict, or any object with ``question`` (and ``id``/``golds``)."""
         if isinstance(task, RolloutTask):
             return task
         if isinstance(task, str):
             return cls(question=task)
         get = task.get if isinstance(task, dict) else (lambda key, default=None: getattr(task, key, default))
-        golds = get("golds") or get("answers") or ([get("answer")] if get("answer") else [])
+        golds = get("golds") or ([get("answer")] if get("answer") else [])
         return cls(
             task_id=str(get("task_id") or get("id") or ""),
             question=get("question"),

@@ -39,7 +39,7 @@ def evidence_requests(world: Any, split: str, limit: int, extractor: str = "traf
         for hop in task.chain:
             if count >= limit or not hop.evidence_urls:
                 break
-            facts = [hop.value] + (task.answers if hop is task.chain[-1] and hop.value in task.answers else [])
+            facts = [hop.value] + (task.golds if hop is task.chain[-1] and hop.value in task.golds else [])
             wanted.setdefault(hop.evidence_urls[0], []).append((task.question, hop.query, facts))
             count += 1
     out = []

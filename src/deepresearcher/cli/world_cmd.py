@@ -58,7 +58,7 @@ def show(
     world = world or ensure_world(resolve_config(config, overrides))
     _print_manifest(load_manifest(world), world)
     for task in load_tasks(world, "test")[:5]:
-        console.print(f"[bold]{task.type}[/] {task.question} -> [green]{' | '.join(task.answers)}[/]")
+        console.print(f"[bold]{task.type}[/] {task.question} -> [green]{' | '.join(task.golds)}[/]")
 
 
 @world_app.command(

@@ -61,7 +61,7 @@ class GuessTask:
         kind = data.get("type", "task")
         return cls(
             id=data["id"], type=kind, relation=chain[-1]["relation"] if chain else "",
-            golds=tuple(data.get("answers", [])), answerable=bool(data.get("answerable", True)),
+            golds=tuple(data.get("golds", [])), answerable=bool(data.get("answerable", True)),
             names=tuple(hop["subject"] for hop in chain) if kind == "comparison" else (),
         )
 

@@ -75,7 +75,7 @@ def _world_tasks(config: Config, split: str, limit: int | None) -> list[QATask]:
 
     tasks = load_tasks(ensure_world(config), split)[:limit]
     return [
-        QATask(id=t.id, source=WORLD, question=t.question, golds=t.answers, split=split,
+        QATask(id=t.id, source=WORLD, question=t.question, golds=t.golds, split=split,
                metadata={"type": t.type, "answerable": t.answerable})
         for t in tasks
     ]

@@ -106,7 +106,7 @@ def replay_demonstrations(config: Config, demos: list[Trajectory], tokenizer: An
     """Saved episodes as token-level trajectories of ``tokenizer``'s template (SFT data), tools answered from the record."""
     from deepresearcher.train.rollout import replay_turns
 
-    tasks = [{"id": d.task_id, "question": d.question, "answers": d.golds} for d in demos]
+    tasks = [{"id": d.task_id, "question": d.question, "golds": d.golds} for d in demos]
     turns = [[turn.text for turn in d.turns] for d in demos]
     toolboxes = [RecordedToolBox([turn.tool_call for turn in d.turns if turn.tool_call is not None]) for d in demos]
     return asyncio.run(replay_turns(config, tasks, turns, toolboxes, tokenizer))

@@ -125,7 +125,7 @@ def run_grpo(
     prompts = tasks if tasks is not None else sets.grpo if sets is not None else []
     held_out = sets.test if rollouts is None and config.train.eval_data and sets is not None else []
     run = RunDir(config.train.runs_dir / config.train.run_name)
-    run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "answers") if k in t}
+    run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "golds") if k in t}
                                     for t in prompts))
     with _rollouts_for(config, rollouts, sets) as active:
 

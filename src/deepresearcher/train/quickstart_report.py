@@ -26,7 +26,7 @@ def heldout_row(task: dict[str, Any], trajectory: Any, scores: dict[str, Any]) -
     """One held-out episode: id, type and scores, then the question, golds, answer and turns (tool calls included)."""
     return {
         "id": task["id"], "type": task.get("type", "task"), **scores,
-        "question": task["question"], "golds": list(task.get("answers", [])), "answer": trajectory.answer,
+        "question": task["question"], "golds": list(task.get("golds", [])), "answer": trajectory.answer,
         "termination": trajectory.termination,
         "turns": [turn.model_dump(mode="json", include=_TURN_FIELDS) for turn in trajectory.turns],
     }

@@ -35,7 +35,7 @@ def task_dict(task: Any) -> dict[str, Any]:
 
 def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Config) -> dict[str, float]:
     """Reward and metrics of one episode from ``reward.score_rollout`` (the scorer eval uses too)."""
-    scored = score_rollout(trajectory, list(task.get("answers", [])), answerable=task.get("answerable"),
+    scored = score_rollout(trajectory, list(task.get("golds", [])), answerable=task.get("answerable"),
                            config=config.reward)
     return {
         "reward": scored.reward,

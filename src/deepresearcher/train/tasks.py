@@ -118,7 +118,7 @@ def _load_source(source: DataSource, split: str, data_dir: Path | None) -> list[
 
 def question_task(task: Any, env: int) -> dict[str, Any]:
     """A ``QATask`` (benchmark, file) as the task dict the trainer keys by id, answered by environment ``env``."""
-    return {"id": task.id, "question": task.question, "answers": list(task.golds),
+    return {"id": task.id, "question": task.question, "golds": list(task.golds),
             "answerable": task.metadata.get("answerable"), "type": task.source, "source": task.source, "world": env}
 
 

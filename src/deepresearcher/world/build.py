@@ -25,7 +25,8 @@ from deepresearcher.world.tasks import Task, generate_tasks, split_tasks
 # Bump when the generator's output changes: the default world's cache folder is named by it (so it is
 # rebuilt), and a manifest records it (worlds of older versions stay loadable; their tasks differ).
 # 2: balanced answers (yes/no 50/50, no year caps, 30 countries, answer shares capped).
-GENERATOR_VERSION = 2
+# 3: tasks name their gold answers `golds`, as every other task of the package does.
+GENERATOR_VERSION = 3
 SPLITS = ("train", "dev", "test")
 
 

@@ -64,7 +64,7 @@ class Task:
     id: str
     type: str
     question: str
-    answers: list[str]
+    golds: list[str]
     answerable: bool
     evidence_urls: list[str]
     chain: list[Hop] = field(default_factory=list)
@@ -75,8 +75,9 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict) -> Task:
-        chain = [Hop(**hop) for hop in data.get("chain", [])]
-        return cls(**{**data, "chain": chain})
+        """A task as ``to_dict`` wrote it; worlds built before version 3 name the golds ``answers``."""
+        fields = {("golds" if key == "answers" else key): value for key, value in data.items()}
+        return cls(**{**fields, "chain": [Hop(**hop) for hop in data.get("chain", [])]})
 
 
 def _aliases(relation: str, value: str) -> list[str]:
@@ -253,20 +254,20 @@ def _cap_answers(tasks: list[Task], share: float = ANSWER_SHARE) -> list[Task]:
         groups.setdefault((task.type, task.chain[-1].relation), []).append(task)
     keep: set[int] = set()
     for group in groups.values():
-        counts = Counter(t.answers[0] for t in group)
+        counts = Counter(t.golds[0] for t in group)
         cap = max([c for c in range(1, max(counts.values()) + 1)
                    if c <= share * sum(min(n, c) for n in counts.values())], default=1)
         used: Counter[str] = Counter()
         for task in group:
-            used[task.answers[0]] += 1
-            if used[task.answers[0]] <= cap:
+            used[task.golds[0]] += 1
+            if used[task.golds[0]] <= cap:
                 keep.add(id(task))
     return [t for t in tasks if id(t) in keep]
 
 
 def _binary_label(task: Task) -> str:
     """What a guess of a two-way task could exploit: the yes/no answer, or which name wins."""
-    return task.answers[0] if task.type == "two_page" else str(task.answers[0] == task.chain[0].subject)
+    return task.golds[0] if task.type == "two_page" else str(task.golds[0] == task.chain[0].subject)
 
 
 def _interleaved(group: list[Task]) -> list[Task]:

@@ -178,7 +178,7 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         if response_bound:
             trajectory.metadata["budget"] = "response_length"
         # The parquet has no `answerable` column: a task is unanswerable when its golds say "cannot find".
-        task_info = {"answers": task.golds, "answerable": not is_unanswerable(task.golds, config.reward.unanswerable_phrases)}
+        task_info = {"golds": task.golds, "answerable": not is_unanswerable(task.golds, config.reward.unanswerable_phrases)}
         scores = score_trajectory(trajectory, task_info, config)
         tool_seconds = sum(t.tool_call.seconds for t in trajectory.turns if t.tool_call is not None)
         generate_seconds = sum(t.generate_seconds for t in trajectory.turns)

@@ -183,7 +183,7 @@ def write_run_files(config: Config, files: RunFiles) -> dict[str, int]:
     sets = task_sets(config)
 
     def qa(task: dict[str, Any], split: str) -> QATask:
-        return QATask(id=str(task["id"]), source="world", question=task["question"], golds=task["answers"], split=split)
+        return QATask(id=str(task["id"]), source="world", question=task["question"], golds=task["golds"], split=split)
 
     files.root.mkdir(parents=True, exist_ok=True)
     write_verl_parquet([qa(t, "train") for t in sets.grpo], files.train_parquet)
