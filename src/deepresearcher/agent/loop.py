@@ -258,6 +258,15 @@ class RolloutEngine:
         return AgentState.GENERATING
 
 
+def fit_window(cfg: AgentConfig, generator: Generator) -> AgentConfig:
+    """``cfg`` with a context budget no larger than the policy's window (``generator.max_context``, if any)."""
+    window = getattr(generator, "max_context", None)
+    if not window or cfg.context_budget <= window:
+        return cfg
+    logger.info("context budget %d lowered to the policy's window %d", cfg.context_budget, window)
+    return cfg.model_copy(update={"context_budget": window})
+
+
 async def run_rollouts(
     tasks: Iterable[Any],
     generator: Generator,
@@ -276,11 +285,7 @@ async def run_rollouts(
     ``template`` (default: the native protocol's over ``tokenizer``) carries the protocol.
     """
     template = template or ChatTemplate(tokenizer)
-    max_context = getattr(generator, "max_context", None)
-    if max_context and cfg.context_budget > max_context:  # the model's window bounds the budget
-        logger.info("context budget %d lowered to the policy's window %d", cfg.context_budget, max_context)
-        cfg = cfg.model_copy(update={"context_budget": max_context})
-    engine = RolloutEngine(generator, toolbox, template, cfg, on_event=on_event, make_context=make_context)
+    engine = RolloutEngine(generator, toolbox, template, fit_window(cfg, generator), on_event=on_event, make_context=make_context)
     return await run_episodes(engine, tasks)
 
 

@@ -15,18 +15,15 @@ Either way the episode's context budget is bounded by the policy's own window.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-from deepresearcher.agent.loop import EventCallback, RolloutEngine
+from deepresearcher.agent.loop import EventCallback, RolloutEngine, fit_window
 from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import AgentConfig, Config
 from deepresearcher.generate.base import Generator
-
-logger = logging.getLogger(__name__)
 
 Decoding = Literal["train", "eval"]
 
@@ -48,14 +45,10 @@ def make_template(tokenizer: Any, config: Config) -> ChatTemplate:
 
 def episode_settings(config: Config, generator: Generator, decoding: Decoding) -> AgentConfig:
     """``config.agent`` with the decoding's temperature and a context budget that fits the policy's window."""
-    update: dict[str, Any] = {}
+    agent = config.agent
     if decoding == "eval":
-        update["temperature"] = config.eval.temperature
-    window = getattr(generator, "max_context", None)
-    if window and config.agent.context_budget > window:
-        logger.info("context budget %d lowered to the policy's window %d", config.agent.context_budget, window)
-        update["context_budget"] = window
-    return config.agent.model_copy(update=update)
+        agent = agent.model_copy(update={"temperature": config.eval.temperature})
+    return fit_window(agent, generator)
 
 
 class AgentSession:
