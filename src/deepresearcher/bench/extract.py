@@ -10,8 +10,25 @@ text (the metric of the article-extraction benchmarks):
   ``git clone https://github.com/scrapinghub/article-extraction-benchmark``, found at ``--real DIR`` or
   ``$DEEPRESEARCHER_DATA_DIR/article-extraction-benchmark``. It is not in the repository.
 
+and, on real pages whose main text is known only by sentences, with trafilatura's own metric:
+
+* trafilatura's evaluation set, when present: real pages (blogs, news, shops, institutions, 2006-2020,
+  mostly German, some English, French and Chinese) from github.com/adbar/trafilatura ``tests/cache/*.html``
+  (trafilatura 0.8.2's sdist on PyPI ships the same files: ``pip download trafilatura==0.8.2
+  --no-binary :all: --no-deps``), with ``tests/evaldata.py``'s sentences per page that must be in the main text
+  (``with``) and must not (``without``: menus, footers, related links, comments). Found at
+  ``--real-snippets DIR``, ``$DEEPRESEARCHER_DATA_DIR/trafilatura-eval`` or
+  ``~/.cache/deepresearcher/trafilatura-eval``: one ``<file>.html`` per page and ``expectations.json``
+  (``{file: {"url", "with": [...], "without": [...]}}``, converted from ``evaldata.py``'s
+  ``EVAL_PAGES``). It is not in the repository. A ``with`` sentence found in the extracted text
+  (whitespace normalized on both sides) is a true positive, missing a false negative; a ``without``
+  sentence found is a false positive, absent a true negative; the counts of all pages add up to
+  precision, recall, F1 and accuracy, as in trafilatura's ``tests/comparison.py``. Trafilatura's rules
+  were tuned on these very pages: the set favours it.
+
     deepresearcher bench extract --json
     deepresearcher bench extract --json --real ~/data/article-extraction-benchmark
+    deepresearcher bench extract --json --real-snippets ~/.cache/deepresearcher/trafilatura-eval
 """
 
 from __future__ import annotations
@@ -28,9 +45,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import platformdirs
 from lxml import html as lxml_html
 
-from deepresearcher.web.html import html_to_text
+from deepresearcher.web.html import decode_bytes, html_to_text
 from deepresearcher.world import build_world, iter_pages
 
 EXTRACTORS = ("resiliparse", "trafilatura")
@@ -90,11 +108,72 @@ def compare(pages: list[tuple[str, str]]) -> dict[str, Any]:
     return {"pages": len(pages), "extractors": rows}
 
 
+def snippet_pages(folder: Path) -> list[tuple[str, list[str], list[str]]]:
+    """(html, with, without) of each page of trafilatura's evaluation set in ``folder``."""
+    expectations = orjson.loads((folder / "expectations.json").read_bytes())
+    pages = []
+    for name, item in sorted(expectations.items()):
+        path = folder / name
+        if path.is_file():
+            pages.append((decode_bytes(path.read_bytes()), list(item["with"]), list(item["without"])))
+    return pages
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.split())
+
+
+def snippet_counts(extracted: str, with_: list[str], without: list[str]) -> tuple[int, int, int, int]:
+    """(true positives, false negatives, false positives, true negatives) of one page's sentences."""
+    text = _squeeze(extracted)
+    found = sum(_squeeze(sentence) in text for sentence in with_)
+    leaked = sum(_squeeze(sentence) in text for sentence in without)
+    return found, len(with_) - found, leaked, len(without) - leaked
+
+
+def snippet_scores(tp: int, fn: int, fp: int, tn: int) -> dict[str, float]:
+    """Precision, recall, F1 and accuracy of summed sentence counts (trafilatura's comparison.py)."""
+    precision, recall = tp / max(1, tp + fp), tp / max(1, tp + fn)
+    return {"precision": round(precision, 4), "recall": round(recall, 4),
+            "f1": round(2 * tp / max(1, 2 * tp + fp + fn), 4),
+            "accuracy": round((tp + tn) / max(1, tp + fn + fp + tn), 4)}
+
+
+def compare_snippets(pages: list[tuple[str, list[str], list[str]]]) -> dict[str, Any]:
+    rows = {}
+    for extractor in EXTRACTORS:
+        counts, seconds = [0, 0, 0, 0], []
+        for html, with_, without in pages:
+            started = time.perf_counter()
+            text = html_to_text(html, extractor=extractor)
+            seconds.append(time.perf_counter() - started)
+            counts = [a + b for a, b in zip(counts, snippet_counts(text, with_, without))]
+        tp, fn, fp, tn = counts
+        rows[extractor] = {**snippet_scores(tp, fn, fp, tn), "true_positives": tp, "false_negatives": fn,
+                           "false_positives": fp, "true_negatives": tn,
+                           "ms_per_page_median": round(statistics.median(seconds) * 1000, 3) if seconds else None,
+                           "ms_per_page_mean": round(statistics.mean(seconds) * 1000, 3) if seconds else None}
+    return {"pages": len(pages), "sentences_with": sum(len(w) for _, w, _ in pages),
+            "sentences_without": sum(len(w) for _, _, w in pages), "extractors": rows}
+
+
+def snippets_folder(given: Path | None) -> Path:
+    """``--real-snippets``, else ``$DEEPRESEARCHER_DATA_DIR/trafilatura-eval`` when it is there, else the user cache's."""
+    if given is not None:
+        return given
+    data_dir = os.environ.get("DEEPRESEARCHER_DATA_DIR")
+    if data_dir and (Path(data_dir) / "trafilatura-eval" / "expectations.json").is_file():
+        return Path(data_dir) / "trafilatura-eval"
+    return Path(platformdirs.user_cache_dir("deepresearcher")) / "trafilatura-eval"
+
+
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="deepresearcher bench extract")
     parser.add_argument("--world-size", default="small", choices=["tiny", "small", "medium"])
     parser.add_argument("--pages", type=int, default=600, help="World pages compared.")
     parser.add_argument("--real", type=Path, default=None, help="A checkout of scrapinghub/article-extraction-benchmark.")
+    parser.add_argument("--real-snippets", type=Path, default=None,
+                        help="trafilatura's evaluation set: <file>.html pages and expectations.json.")
     args = parser.parse_args(argv)
     real = args.real or Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent")) / "article-extraction-benchmark"
     result: dict[str, Any] = {"benchmark": "extract", "metric": "bag-of-words precision/recall/F1 against the known main text",
@@ -103,6 +182,14 @@ def main(argv: list[str]) -> dict:
         result["real_pages"] = compare(real_pages(real))
     else:
         result["real_pages"] = f"not measured: no article-extraction-benchmark checkout at {real} (see --real)"
+    snippets = snippets_folder(args.real_snippets)
+    if (snippets / "expectations.json").is_file():
+        result["real_pages_snippets"] = {
+            "metric": "sentences that must be in / out of the main text (trafilatura's tests/evaldata.py), counts summed "
+                      "over pages", "set": str(snippets), **compare_snippets(snippet_pages(snippets))}
+    else:
+        result["real_pages_snippets"] = (f"not measured: no trafilatura evaluation set at {snippets} "
+                                         "(see --real-snippets)")
     return result
 
 
