@@ -107,3 +107,51 @@ async def test_a_model_failure_fails_every_waiting_request_and_the_generator_rec
     again = await generator.generate(good, SamplingParams(max_tokens=3, temperature=0.0))
     assert len(again.token_ids) <= 3
     await generator.aclose()
+
+
+async def _sample_all(generator) -> list:
+    params = [SamplingParams(max_tokens=12, temperature=1.0, seed=7, session=100 + i) for i in range(3)]
+    return await asyncio.gather(*(generator.generate(p, s) for p, s in zip(prompts(generator), params)))
+
+
+def test_run_driving_decodes_on_the_calling_thread_and_samples_what_the_decode_thread_does(checkpoint):
+    """A trainer's thread that drives the engine runs every forward pass itself, while the agent's event
+    loop runs on a helper thread; what each request samples is what the engine's own thread samples."""
+    import threading
+
+    own_thread = LocalEngine.from_pretrained(str(checkpoint), batch_wait_s=0.05, seed=0)
+    expected = asyncio.run(_sample_all(own_thread))
+
+    driven = LocalEngine.from_pretrained(str(checkpoint), batch_wait_s=0.05, seed=0)
+    forward_threads: set[int] = set()
+    driven.model.register_forward_pre_hook(lambda *_: forward_threads.add(threading.get_ident()))
+    loop = asyncio.new_event_loop()
+    try:
+        got = driven.run_driving(loop, _sample_all(driven))
+        assert forward_threads == {threading.get_ident()}
+        assert [r.token_ids for r in got] == [r.token_ids for r in expected]
+        for a, b in zip(got, expected, strict=True):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+        forward_threads.clear()  # outside run_driving the engine decodes on its own thread again
+        again = asyncio.run(driven.generate(prompts(driven)[0], SamplingParams(max_tokens=3, temperature=0.0)))
+        assert len(again.token_ids) <= 3 and forward_threads and threading.get_ident() not in forward_threads
+    finally:
+        loop.close()
+
+
+def test_run_driving_hands_back_the_coroutines_error(checkpoint):
+    """A failing rollout coroutine raises in the driving thread, which then returns instead of waiting."""
+    generator = LocalEngine.from_pretrained(str(checkpoint), batch_wait_s=0.01, seed=0)
+
+    async def fails() -> None:
+        await generator.generate(prompts(generator)[0], SamplingParams(max_tokens=2, temperature=0.0))
+        raise ValueError("a tool broke")
+
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(ValueError, match="a tool broke"):
+            generator.run_driving(loop, fails())
+        assert generator.run_driving(loop, asyncio.sleep(0, result="still usable")) == "still usable"
+    finally:
+        loop.close()

@@ -30,6 +30,7 @@ log-softmax.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import itertools
 import logging
@@ -39,12 +40,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from deepresearcher.errors import GenerationError
 from deepresearcher.inference.sampling import GenerationResult, SamplingParams
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _STOP_TAIL_TOKENS = 12
 """Sampled tokens decoded to look for a stop string: enough for the longest protocol tag."""
@@ -134,6 +138,8 @@ class LocalEngine:
         self._pending: queue.SimpleQueue[_Row] = queue.SimpleQueue()
         self._state = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._driven = False  # a caller's thread decodes (``run_driving``) instead of a thread of our own
+        self._wake = threading.Event()
         self._closed = False
         self._prefixes: dict[int, _Prefix] = {}
         self._cached_bytes = 0
@@ -171,10 +177,66 @@ class LocalEngine:
                    limit=max(1, min(params.max_tokens, room)), rng=self._stream(params, len(prompt_ids)))
         with self._state:
             self._pending.put(row)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._decode_loop, name="dr-engine", daemon=True)
-                self._thread.start()
+            if self._driven:
+                self._wake.set()
+            elif self._thread is None:
+                self._start_thread()
         return await row.future
+
+    def _start_thread(self) -> None:
+        self._thread = threading.Thread(target=self._decode_loop, name="dr-engine", daemon=True)
+        self._thread.start()
+
+    def run_driving(self, loop: asyncio.AbstractEventLoop, main: Coroutine[Any, Any, T]) -> T:
+        """Run ``main`` on ``loop`` in a helper thread while the calling thread decodes; return its result.
+
+        Why: on the CPU torch's OpenMP worker team belongs to the thread that calls into torch. A trainer
+        that leaves decoding to a thread of its own keeps two teams on the same cores, and right after the
+        trainer's backward pass the idle team still spins, slowing the decode thread's. Decoding on the
+        trainer's own thread reuses its team, as the trainer's forward and backward passes do. The event
+        loop (the agent's turns and tool calls) is light Python, so it loses nothing on a helper thread.
+        """
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        task: asyncio.Future[T] | None = None
+        started = threading.Event()
+
+        def run_loop() -> None:
+            nonlocal task
+            try:
+                task = asyncio.ensure_future(main, loop=loop)
+                started.set()
+                done.set_result(loop.run_until_complete(task))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                done.set_exception(exc)
+            finally:
+                started.set()
+
+        done.add_done_callback(lambda _: self._wake.set())
+        with self._state:
+            self._driven = True
+            running = self._thread
+        if running is not None:  # a decode thread still finishing: it hands over once its batch drains
+            running.join()
+        helper = threading.Thread(target=run_loop, name="dr-rollouts", daemon=True)
+        helper.start()
+        try:
+            while not done.done():
+                self._wake.wait()
+                self._wake.clear()
+                if not self._pending.empty():
+                    self._decode(driven=True)
+        except BaseException:
+            started.wait()
+            if task is not None:
+                loop.call_soon_threadsafe(task.cancel)
+            raise
+        finally:
+            helper.join()
+            with self._state:
+                self._driven = False
+                if not self._pending.empty() and self._thread is None:
+                    self._start_thread()
+        return done.result()
 
     def _stream(self, params: SamplingParams, prompt_tokens: int) -> random.Random:
         """The request's own random stream: the same request (seed, session, turn) draws the same numbers."""
@@ -205,6 +267,10 @@ class LocalEngine:
         return rows
 
     def _decode_loop(self) -> None:
+        self._decode(driven=False)
+
+    def _decode(self, *, driven: bool) -> None:
+        """Admit and decode until no row runs and none waits (then the decode thread, if that is us, ends)."""
         import torch
 
         batch: _Batch | None = None
@@ -229,7 +295,8 @@ class LocalEngine:
                     if batch is None or not batch.rows:
                         with self._state:
                             if self._pending.empty():
-                                self._thread = None
+                                if not driven:
+                                    self._thread = None
                                 return
                         batch = None
                         continue
@@ -239,8 +306,9 @@ class LocalEngine:
             error = GenerationError(f"local generation failed: {exc!r}")
             for row in (batch.rows if batch else []) + newcomers + self._take_pending(1 << 30):
                 row.deliver(error)  # rows already answered are skipped
-            with self._state:
-                self._thread = None
+            if not driven:
+                with self._state:
+                    self._thread = None
 
     def _sample(self, logits: Any, rows: list[_Row]) -> tuple[Any, Any]:
         """One token per row with its own temperature and top-p; the logprob of each under its temperature.
@@ -298,6 +366,8 @@ class LocalEngine:
         """
         import torch
 
+        from deepresearcher.inference.kv_cache import make_roomy
+
         self.batches.append(len(rows))
         device = self.device
         hits = [self._take_prefix(row) for row in rows]
@@ -316,7 +386,7 @@ class LocalEngine:
         out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True,
                          logits_to_keep=1, **{self._cache_arg: self._cache_of(hits, cached, width_cached)})
         tokens, logprobs = self._sample(out.logits[:, -1, :], rows)
-        fresh_batch = _Batch(rows=rows, cache=out.past_key_values, attention=attention, tokens=tokens,
+        fresh_batch = _Batch(rows=rows, cache=make_roomy(out.past_key_values), attention=attention, tokens=tokens,
                              positions=positions[:, -1] + 1)
         fresh_batch = self._select(fresh_batch, self._record(fresh_batch, tokens, logprobs))
         if batch is None or not batch.rows:

@@ -88,6 +88,7 @@ class WorldRollouts:
         """
         from deepresearcher.agent.session import AgentSession
         from deepresearcher.generate.factory import make_policy
+        from deepresearcher.inference.engine import LocalEngine
 
         self.calls += 1
         seed = self.seed * 100_003 + (self.calls if step is None else step)
@@ -112,6 +113,8 @@ class WorldRollouts:
                     ordered[i] = trajectory
             return ordered  # type: ignore[return-value]
 
+        if isinstance(generator, LocalEngine):  # decode on this (the trainer's) thread; see run_driving
+            return generator.run_driving(self.loop, run_all())
         return self.loop.run_until_complete(run_all())
 
     def oracle_episodes(self, tasks: list[dict[str, Any]], snippet_only_fraction: float = 0.0, seed: int = 0) -> list[Any]:
