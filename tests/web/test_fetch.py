@@ -143,3 +143,25 @@ async def test_redirect_target_is_checked_again(site):
             await fetcher.fetch(site.url(f"/_t/redirect-to?url=http://localhost:{port}/_t/text"))
         with pytest.raises(UnsafeURLError, match="scheme 'file'"):
             await fetcher.fetch(site.url("/_t/redirect-to?url=file:///etc/passwd"))
+
+
+async def test_pages_become_text_on_one_extraction_thread(site, monkeypatch):
+    """Concurrent fetches extract their pages on the fetcher's one extraction thread, off the event loop
+    (several threads running trafilatura at once cost several times the CPU per page)."""
+    import threading
+
+    import deepresearcher.web.fetch as fetch_module
+
+    threads: set[int] = set()
+    extract = fetch_module.html_to_text
+
+    def recording(*args, **kwargs):
+        threads.add(threading.get_ident())
+        time.sleep(0.01)  # long enough that concurrent fetches overlap
+        return extract(*args, **kwargs)
+
+    monkeypatch.setattr(fetch_module, "html_to_text", recording)
+    async with _fetcher() as fetcher:
+        pages = await asyncio.gather(*(fetcher.fetch(site.url("/wiki/Ada_Brennan")) for _ in range(8)))
+    assert all("founded the Larch Institute in 1911" in page.text for page in pages)
+    assert len(threads) == 1 and threading.get_ident() not in threads
