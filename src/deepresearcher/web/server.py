@@ -100,6 +100,12 @@ class _HTTPProblem(Exception):
         super().__init__(message)
         self.status, self.kind, self.message, self.headers = status, kind, message, headers
 
+def _check_batch_size(field: str, count: int, limit: int, setting: str) -> None:
+    """Refuse a request whose ``field`` lists more than ``limit`` items, naming the setting (HTTP 422)."""
+    if count > limit:
+        raise _HTTPProblem(422, "validation", f"{field}: at most {limit} per request (serve.{setting}); split the batch.")
+
+
 
 def _problem_for(exc: DeepResearcherError) -> _HTTPProblem:
     """Map a known error to a status: 4xx when retrying elsewhere cannot help, 5xx when it can."""
@@ -280,10 +286,7 @@ class _Handler:
 
     async def _search(self, body: bytes) -> bytes:
         req: SearchRequest = self._parse(SearchRequest, body)
-        if len(req.queries) > self.serve.max_queries:
-            raise _HTTPProblem(
-                422, "validation", f"queries: at most {self.serve.max_queries} per request (serve.max_queries); split the batch."
-            )
+        _check_batch_size("queries", len(req.queries), self.serve.max_queries, "max_queries")
         assert self.env is not None and self.gate is not None, "the app's lifespan has not started"
         async with self.gate.slot():
             results = await self.env.search(req.queries, req.top_k)
@@ -292,10 +295,7 @@ class _Handler:
 
     async def _browse(self, body: bytes) -> bytes:
         req: BrowseRequest = self._parse(BrowseRequest, body)
-        if len(req.urls) > self.serve.max_urls:
-            raise _HTTPProblem(
-                422, "validation", f"urls: at most {self.serve.max_urls} per request (serve.max_urls); split the batch."
-            )
+        _check_batch_size("urls", len(req.urls), self.serve.max_urls, "max_urls")
         assert self.env is not None and self.gate is not None, "the app's lifespan has not started"
         async with self.gate.slot():
             results = await self.env.browse(req.question, req.urls, notes=req.notes, queries=req.queries)
@@ -311,10 +311,7 @@ class _Handler:
 
     async def _retrieve(self, body: bytes) -> bytes:
         req: RetrieveRequest = self._parse(RetrieveRequest, body)
-        if len(req.queries) > self.serve.max_queries:
-            raise _HTTPProblem(
-                422, "validation", f"queries: at most {self.serve.max_queries} per request (serve.max_queries); split the batch."
-            )
+        _check_batch_size("queries", len(req.queries), self.serve.max_queries, "max_queries")
         source = self._retrieval_source()
         async with self.gate.slot():  # type: ignore[union-attr]
             payload = await retrieval_api.retrieve(source, req, self.default_top_k)
@@ -323,10 +320,7 @@ class _Handler:
 
     async def _access(self, body: bytes) -> bytes:
         req: AccessRequest = self._parse(AccessRequest, body)
-        if len(req.urls) > self.serve.max_urls:
-            raise _HTTPProblem(
-                422, "validation", f"urls: at most {self.serve.max_urls} per request (serve.max_urls); split the batch."
-            )
+        _check_batch_size("urls", len(req.urls), self.serve.max_urls, "max_urls")
         source = self._retrieval_source()
         async with self.gate.slot():  # type: ignore[union-attr]
             payload, unread = await retrieval_api.access(source, req)
