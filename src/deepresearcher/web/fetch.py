@@ -270,7 +270,7 @@ def _pdf_text(body: bytes) -> tuple[str, str]:
 
 async def _to_page(
     url: str, content_type: str, charset: str | None, body: bytes, truncated: bool, max_bytes: int,
-    extractor: Extractor = LIVE_EXTRACTOR, off_loop: Callable[..., Awaitable[Any]] = asyncio.to_thread,
+    extractor: Extractor, off_loop: Callable[..., Awaitable[Any]],
 ) -> Page:
     mime = _sniff_type(body) if content_type in _GENERIC_TYPES else content_type
     if mime in _HTML_TYPES:

@@ -100,6 +100,7 @@ class _HTTPProblem(Exception):
         super().__init__(message)
         self.status, self.kind, self.message, self.headers = status, kind, message, headers
 
+
 def _check_batch_size(field: str, count: int, limit: int, setting: str) -> None:
     """Refuse a request whose ``field`` lists more than ``limit`` items, naming the setting (HTTP 422)."""
     if count > limit:
