@@ -109,3 +109,33 @@ def test_length_bucketed_batches_cover_every_item_and_pad_little() -> None:
     assert sorted(i for b in first_pass for i in b) == list(range(64))
     spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in first_pass) / 16
     assert spread < 20  # random batches of 4 over 7 length levels spread ~45 on average
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_bf16_sft_runs_forward_in_bfloat16_and_keeps_fp32_weights(bf16: bool, tiny_model_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    """``bf16=True`` autocasts the forward pass (the linear layers compute in bfloat16), while the saved
+    weights stay fp32 and the loss still falls; ``bf16=False`` computes in fp32 throughout."""
+    from transformers import AutoModelForCausalLM
+
+    data = [Trajectory(segments=[Segment(source="prompt", token_ids=[5, 6, 7]),
+                                 Segment(source="policy", token_ids=[8 + i % 3, 9, 10, 11], logprobs=[0.0] * 4)])
+            for i in range(8)]
+    dtypes: set[torch.dtype] = set()
+
+    def record(module: torch.nn.Module, _inputs: object, output: object) -> None:
+        if isinstance(module, torch.nn.Linear) and isinstance(output, torch.Tensor):
+            dtypes.add(output.dtype)
+
+    losses: list[float] = []
+    cfg = SFTConfig(num_tasks=8, steps=10, batch_size=4, learning_rate=1e-2, warmup_steps=0, max_seq_len=64)
+    handle = torch.nn.modules.module.register_module_forward_hook(record)
+    try:
+        result = train_sft(tiny_model_dir, data, cfg, tmp_path / "sft", bf16=bf16,
+                           on_step=lambda step, loss: losses.append(loss))
+    finally:
+        handle.remove()
+    assert dtypes == ({torch.bfloat16} if bf16 else {torch.float32})
+    assert losses[-1] < losses[0] - 0.5
+    saved = AutoModelForCausalLM.from_pretrained(result.model_dir)
+    assert {p.dtype for p in saved.parameters()} == {torch.float32}

@@ -155,6 +155,16 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether oneDNN runs bfloat16 matmuls natively on this CPU (else autocast to bf16 is slower than fp32)."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch build without oneDNN
+        return False
+
+
 def _tensorboard_installed() -> bool:
     try:
         import tensorboard  # noqa: F401
@@ -385,8 +395,11 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     warnings = []
     if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
-    if (cfg.use_vllm or cfg.bf16) and not _cuda_available():
-        warnings.append("this recipe expects a CUDA GPU (use_vllm/bf16); none is visible on this machine.")
+    if cfg.use_vllm and not _cuda_available():
+        warnings.append("train.use_vllm expects a CUDA GPU; none is visible on this machine.")
+    if cfg.bf16 and not _cuda_available() and not cpu_has_native_bf16():
+        warnings.append("train.bf16 on this CPU is emulated (no AVX512-BF16, AMX or Arm BF16) and slower than fp32: "
+                        "set train.bf16=false.")
     return {
         "run_dir": str(cfg.runs_dir / cfg.run_name),
         "model": model or cfg.model or "(quickstart tiny model)",

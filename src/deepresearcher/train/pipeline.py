@@ -99,7 +99,7 @@ def run_sft(
     policy = resolve_checkpoint(config.train.model, config.resolved_cache_dir())
     out = out or config.train.runs_dir / config.train.run_name / "sft_model"
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, on_step=on_step)
+    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, bf16=config.train.bf16, on_step=on_step)
 
 
 def run_grpo(

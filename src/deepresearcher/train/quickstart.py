@@ -109,7 +109,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         if cfg.sft.steps:
             sft_dir = run.root / "sft_model"
             sft = train_sft(
-                base, sft_data, cfg.sft, sft_dir,
+                base, sft_data, cfg.sft, sft_dir, bf16=cfg.bf16,
                 on_step=lambda step, loss: say(f"sft step {step}/{cfg.sft.steps} loss {loss:.3f}") if step % 25 == 0 else None,
             )
             say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")

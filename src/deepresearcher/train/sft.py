@@ -105,12 +105,14 @@ def train_sft(
     cfg: SFTConfig,
     out_dir: Path,
     *,
+    bf16: bool = False,
     on_step: Callable[[int, float], None] | None = None,
 ) -> SFTResult:
     """Fine-tune ``model_path`` on ``trajectories`` and save model and tokenizer to ``out_dir``.
 
     AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled
-    each pass, from a generator seeded with ``cfg.seed``.
+    each pass, from a generator seeded with ``cfg.seed``. ``bf16``: the forward pass under bfloat16
+    autocast (weights, gradients and optimizer state stay fp32), on the CPU as on a GPU.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -137,7 +139,8 @@ def train_sft(
     for step in range(cfg.steps):
         batch = [trajectories[i] for i in next(batches)]
         ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
-        loss = next_token_loss(model, ids, mask, weights)
+        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = next_token_loss(model, ids, mask, weights)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
