@@ -196,3 +196,91 @@ def test_words_in_most_documents_are_left_out_of_a_query_with_rarer_words(tmp_pa
     assert [h.url for h in index.search("the zebra", 10)] == ["https://a.example/7"]
     assert len(index.search("the", 10)) == 10
     assert len(index.search("the okapi", 10)) == 10, "a rarer word that no document has drops nothing"
+
+
+def _zipf_docs(n: int, seed: int = 0) -> list[dict]:
+    """n short passages of Zipf-distributed words with two-word titles, like the search benchmark's corpus."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(5000)]
+    weights = [1 / (i + 1) ** 1.07 for i in range(len(vocab))]
+    return [{"url": f"https://z.example/{i}", "title": " ".join(rng.choices(vocab, weights, k=2)),
+             "text": " ".join(rng.choices(vocab, weights, k=40))} for i in range(n)]
+
+
+def _hits(found) -> list[tuple[float, int, int]]:
+    return [(score, address.segment_ord, address.doc) for score, address in found]
+
+
+def test_the_driven_top_k_equals_the_whole_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries of frequent words plus a rarer one, as in the benchmark: ``top`` (candidates with a query word
+    in the title or the rarest word in the body, proven or completed by a second pass) returns exactly the
+    whole query's hits and scores, and each of its ways to answer is taken."""
+    import random
+
+    from deepresearcher.web.backends import local
+
+    monkeypatch.setattr(local, "DRIVEN_MIN_POSTINGS", 0)  # a small index's queries are cheap enough whole
+
+    build_index(iter(_zipf_docs(3000)), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    rng = random.Random(1)
+    queries = [" ".join(f"w{rng.randrange(10, 200)}" for _ in range(rng.randint(2, 4))) + f" w{rng.randrange(200, 5000)}"
+               for _ in range(300)]
+    queries += ["w3", "w5 w5 w7", "w3 nowhere", "nowhere w250", "W3 w9!", "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10"]
+    for query in queries:
+        assert _hits(index.top(query, 10)[1]) == _hits(index.top_whole(query, 10)[1]), query
+    assert index.top_paths["driven"] > 30 and index.top_paths["driven+second"] > 30 and index.top_paths["whole"] > 0
+    whole = LocalIndex(tmp_path / "index", driven=False)
+    assert [p.url for p in whole.passages(queries[0], 10)] == [p.url for p in index.passages(queries[0], 10)]
+    assert [h.snippet for h in whole.search(queries[0], 10)] == [h.snippet for h in index.search(queries[0], 10)]
+    assert set(whole.top_paths) == {"whole"}
+
+
+def test_the_driven_top_k_finds_pages_without_the_rarest_word_or_a_title_match(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page with both frequent words four times outscores the long pages that have the rarer word once:
+    the second pass finds it although the rarer word is not in it and no query word is in its title. A
+    rarest word on fewer than k pages still leaves k hits."""
+    from deepresearcher.web.backends import local
+
+    monkeypatch.setattr(local, "DRIVEN_MIN_POSTINGS", 0)
+    docs = [{"url": f"https://a.example/{i}", "title": f"Page {i}", "text": f"filler{i} " + "words " * 40}
+            for i in range(400)]
+    for i in range(30):  # 31 pages each with the "both" page: under COMMON_WORD_FRACTION
+        docs[i]["text"] += " alpha"
+        docs[40 + i]["text"] += " beta"
+    for i in range(12):
+        docs[100 + i]["text"] += " okapi"
+    docs[200]["text"] += " zebra"
+    docs.append({"url": "https://a.example/both", "title": "Both", "text": "alpha alpha alpha alpha beta beta beta beta"})
+    build_index(iter(docs), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    hits = index.search("alpha beta okapi", 10)
+    assert len(hits) == 10 and hits[0].url == "https://a.example/both"
+    assert index.top_paths == {"driven+second": 1}
+    assert _hits(index.top("alpha beta okapi", 10)[1]) == _hits(index.top_whole("alpha beta okapi", 10)[1])
+    hits = index.search("alpha beta zebra", 10)
+    assert len(hits) == 10 and {"https://a.example/both", "https://a.example/200"} <= {h.url for h in hits}
+
+
+def test_the_build_records_frequent_words_best_body_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound ``top`` proves its top-k with is each word's best body score: recorded at build for words in
+    at least MAX_SCORE_MIN_DOCS bodies, equal to a search for the word alone; an index without the record
+    (built before it) finds them when queried and answers the same."""
+    from deepresearcher.web.backends import local
+
+    monkeypatch.setattr(local, "MAX_SCORE_MIN_DOCS", 50)
+    monkeypatch.setattr(local, "DRIVEN_MIN_POSTINGS", 0)
+    build_index(iter(_zipf_docs(1500)), tmp_path / "index")
+    recorded = orjson.loads((tmp_path / "index" / local.MAX_SCORES_FILE).read_bytes())
+    index = LocalIndex(tmp_path / "index")
+    docs = {f"w{i}": index._searcher.doc_freq("body", f"w{i}") for i in range(5000)}
+    assert set(recorded) == {w for w, n in docs.items() if 50 <= n <= 150} and len(recorded) > 20
+    for word, score in recorded.items():
+        assert score == index._searcher.search(local._term(index._schema, "body", word), 1).hits[0][0]
+    query = "w12 w25 w38 w1200"
+    expected = _hits(index.top(query, 10)[1])
+    (tmp_path / "index" / local.MAX_SCORES_FILE).unlink()
+    assert _hits(LocalIndex(tmp_path / "index").top(query, 10)[1]) == expected

@@ -11,7 +11,9 @@ Per size: build seconds and docs/s, peak memory while building and while serving
 /proc by this process: anonymous memory, i.e. the heap, and resident total, which also counts the
 index's memory-mapped file pages the OS can drop), index bytes against corpus bytes, and per-query
 latency p50/p99 end to end (``LocalIndex.search``: BM25 top-k plus a snippet per hit, one thread)
-with the mean split into search, document fetch and snippet. On a shared machine wall-clock latency
+with the mean split into search, document fetch and snippet, and how the search found its top-k
+(``LocalIndex.top``'s driven evaluation against the whole query: the share of queries each way answered,
+the top-k overlap with the whole query, and the whole query's mean time). On a shared machine wall-clock latency
 includes waiting for a core, so the query thread's CPU time is reported beside it (``cpu_ms_*``), and
 the load average at the start and end of each size.
 
@@ -147,9 +149,11 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
-    """End-to-end latency of ``index.search`` and the mean time of its three steps."""
+    """End-to-end latency of ``index.search`` and the mean time of its three steps; then ``top`` against
+    the whole query (``top_whole``, every posting scored): their top-k overlap and the whole query's time."""
     for query in queries[:50]:  # warm the OS page cache and tantivy's readers
         index.search(query, top_k)
+    index.top_paths.clear()
     latencies, cpu = [], []
     started = time.perf_counter()
     for query in queries:
@@ -158,6 +162,7 @@ def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
         latencies.append(time.perf_counter() - t0)
         cpu.append(time.thread_time() - c0)
     wall = time.perf_counter() - started
+    paths = dict(index.top_paths)
     split = {"search": 0.0, "doc_fetch": 0.0, "snippet": 0.0}
     for query in queries:  # the same steps timed one by one (LocalIndex.search does exactly these)
         t0 = time.perf_counter()
@@ -170,6 +175,16 @@ def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
         split["search"] += t1 - t0
         split["doc_fetch"] += t2 - t1
         split["snippet"] += t3 - t2
+    overlap, same, whole_seconds = [], 0, 0.0
+    for query in queries:  # the whole query first, so that its time is not helped by top's reads
+        t0 = time.perf_counter()
+        reference = index.top_whole(query, top_k)[1]
+        whole_seconds += time.perf_counter() - t0
+        found = index.top(query, top_k)[1]
+        hits = [(score, address.segment_ord, address.doc) for score, address in found]
+        expected = [(score, address.segment_ord, address.doc) for score, address in reference]
+        overlap.append(len({h[1:] for h in hits} & {h[1:] for h in expected}) / max(1, len(expected)))
+        same += hits == expected
     latencies.sort()
     cpu.sort()
     return {
@@ -180,6 +195,11 @@ def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
         "cpu_ms_p99": round(_percentile(cpu, 0.99) * 1000, 3),
         "queries_per_second": round(len(queries) / wall, 1),
         "mean_ms_split": {k: round(v / len(queries) * 1000, 3) for k, v in split.items()},
+        # how LocalIndex.top answered: candidates proven enough, a second pass needed, or the whole query
+        "top_paths_share": {k: round(v / len(queries), 3) for k, v in sorted(paths.items())},
+        "top10_overlap_with_full_query": round(statistics.mean(overlap), 4),
+        "same_hits_and_scores_as_full_query": round(same / len(queries), 4),
+        "full_query_search_ms_mean": round(whole_seconds / len(queries) * 1000, 3),
     }
 
 

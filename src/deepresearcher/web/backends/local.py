@@ -11,9 +11,11 @@ and skipped, never fatal.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +32,13 @@ logger = logging.getLogger(__name__)
 
 META_FILE = "deepresearcher-index.json"  # written last: its presence means the index is complete
 CHECKPOINT_FILE = "deepresearcher-build.json"  # the last commit of a build in progress (for --resume)
+MAX_SCORES_FILE = "deepresearcher-max-scores.json"  # each frequent body word's best BM25 score (see LocalIndex.top)
 # 2: title and body are folded to ASCII ("Café Zürich" matches "cafe zurich").
 # 3: title and body keep term frequencies without positions (bags of words, a fifth smaller and faster).
 # An index of another format is refused with a rebuild hint (the default world rebuilds its own).
 INDEX_FORMAT = 3
 _FOLDED = "deepresearcher_folded"  # the analyzer's name, stored in the schema
+_LONG_WORD = 40  # the analyzer drops words this long or longer
 MAX_INDEXED_CHARS = 200_000  # text beyond this is not indexed: bounds memory on giant pages
 MAX_STORED_HTML = 5_000_000  # larger pages are cut: extraction time grows with size
 # The writer's memory budget: large in-memory segments mean fewer segments to merge while building and
@@ -45,6 +49,25 @@ WRITER_HEAP_BYTES = 1_500_000_000
 WRITER_THREADS = 1
 COMMIT_EVERY = 2_000_000  # documents between commits: what a resumed build can lose at most
 COMMON_WORD_FRACTION = 0.1  # a query word in more than this share of the documents is dropped (see top)
+# Driven top-k (see LocalIndex._driven_top). A build records the best body score of every word found in at
+# least this many bodies (and at most COMMON_WORD_FRACTION of them); rarer words' lists are short enough to
+# score when first queried (~10 ns a posting), and are remembered, up to MAX_SCORE_CACHE words.
+MAX_SCORE_MIN_DOCS = 2_000
+MAX_SCORE_CACHE = 200_000
+# The driven evaluation is used when its candidates times the lists each is sought in are at most this
+# share of the postings the whole query would score (at 5M passages the driven pass was faster than the
+# whole query over the benchmark's queries at shares of 0.1 to 1.8).
+DRIVEN_MAX_COST = 1.0
+# ... and when the whole query has at least this many postings (its words' title and body lists): below,
+# the driven pass's fixed cost (building the queries, a second search) is more than it saves (the
+# break-even at 1M passages; the whole query takes ~0.45 ms there).
+DRIVEN_MIN_POSTINGS = 25_000
+# The second pass (see LocalIndex._driven_top) is used when its intersections' shortest lists times their
+# sizes are at most this share of the whole query's postings; at 5M passages it beat the whole query on
+# average at every such share the benchmark's queries had, so this only stops pathological queries.
+SECOND_MAX_COST = 2.0
+DRIVEN_MAX_WORDS = 6  # more distinct body words than this: the whole query (the second pass enumerates subsets)
+TITLE_BOOST = 2.0
 # Alphanumeric runs, as tantivy's tokenizer splits: a query word it would split (``a_b``) would become
 # a phrase query, which the position-free index cannot answer.
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -68,7 +91,7 @@ def _with_analyzer(index: tantivy.Index) -> tantivy.Index:
     """Register the title/body analyzer: tantivy's default (simple tokens, long ones dropped,
     lowercase) plus ASCII folding, as the answer metrics fold. tantivy keeps only its name on disk,
     so every opened index needs it again."""
-    analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(40))
+    analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(tantivy.Filter.remove_long(_LONG_WORD))
                 .filter(tantivy.Filter.lowercase()).filter(tantivy.Filter.ascii_fold()).build())
     index.register_tokenizer(_FOLDED, analyzer)
     return index
@@ -196,6 +219,7 @@ def build_index(docs: Iterable[dict], out_dir: str | Path, stats: BuildStats | N
             if old.is_file():
                 old.unlink()
     (out_dir / META_FILE).unlink(missing_ok=True)
+    (out_dir / MAX_SCORES_FILE).unlink(missing_ok=True)  # it describes the finished index, written at the end
     started = time.perf_counter()
     index = _with_analyzer(tantivy.Index(_schema(), path=str(out_dir), reuse=resume))
     writer = index.writer(heap_size=heap_bytes, num_threads=threads)
@@ -210,12 +234,38 @@ def build_index(docs: Iterable[dict], out_dir: str | Path, stats: BuildStats | N
                 _checkpoint(out_dir, Path(corpus), stats)
     writer.commit()
     writer.wait_merging_threads()
+    index.reload()
+    _write_max_scores(index, out_dir)
     stats.seconds = time.perf_counter() - started
     (out_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
     (out_dir / META_FILE).write_bytes(orjson.dumps({"format": INDEX_FORMAT, "documents": stats.documents,
                                                     "skipped": stats.skipped,
                                                     "build_seconds": round(stats.seconds, 3)}))
     return stats
+
+
+def _term(schema: tantivy.Schema, field_name: str, word: str) -> tantivy.Query:
+    return tantivy.Query.term_query(schema, field_name, word, index_option="freq")
+
+
+def _max_body_score(searcher: tantivy.Searcher, schema: tantivy.Schema, word: str) -> float:
+    """The highest BM25 score ``word`` gives any document's body (0.0 if none has it)."""
+    hits = searcher.search(_term(schema, "body", word), 1, count=False).hits
+    return hits[0][0] if hits else 0.0
+
+
+def _write_max_scores(index: tantivy.Index, out_dir: Path) -> None:
+    """Record the best body score of each word in at least ``MAX_SCORE_MIN_DOCS`` bodies and at most
+    ``COMMON_WORD_FRACTION`` of them, the bound ``LocalIndex._driven_top`` proves its top-k with (more common
+    words are left out of queries, rarer ones are cheap to score when first queried).
+
+    One top-1 search per word: about 3 s at 5M passages (a term-dictionary walk, then those posting lists once).
+    """
+    searcher = index.searcher()
+    low, high = MAX_SCORE_MIN_DOCS, searcher.num_docs * COMMON_WORD_FRACTION
+    scores = {word: _max_body_score(searcher, index.schema, word)
+              for word, docs in searcher.terms_with_prefix("body", "") if low <= docs <= high}
+    (out_dir / MAX_SCORES_FILE).write_bytes(orjson.dumps(scores))
 
 
 def _checkpoint(out_dir: Path, corpus: Path, stats: BuildStats) -> None:
@@ -230,7 +280,8 @@ def _checkpoint(out_dir: Path, corpus: Path, stats: BuildStats) -> None:
 class LocalIndex:
     """A built index, opened once: BM25 search with query-aware snippets, and page lookup by URL."""
 
-    def __init__(self, index_dir: str | Path, snippet_chars: int = 240) -> None:
+    def __init__(self, index_dir: str | Path, snippet_chars: int = 240, *, driven: bool = True) -> None:
+        """``driven=False`` answers every query with the whole query (the same ranking, slower; see ``top``)."""
         index_dir = Path(index_dir)
         if (index_dir / CHECKPOINT_FILE).is_file():
             raise IndexNotFoundError(f"The index build in {index_dir} was interrupted; finish it with `deepresearcher "
@@ -251,6 +302,11 @@ class LocalIndex:
         self._schema = self._index.schema
         self._searcher = self._index.searcher()
         self.snippet_chars = snippet_chars
+        self.driven = driven
+        max_scores = index_dir / MAX_SCORES_FILE  # absent in indexes built before it: scored when first needed
+        self._max_scores: dict[str, float] = orjson.loads(max_scores.read_bytes()) if max_scores.is_file() else {}
+        self._found_max_scores: dict[str, float] = {}  # of words not recorded at build, found when first queried
+        self.top_paths: Counter[str] = Counter()  # how top() answered: "driven", "driven+second", "whole"
 
     @property
     def num_docs(self) -> int:
@@ -267,16 +323,123 @@ class LocalIndex:
         documents are left out of a query that has rarer words found in the index: on a wiki-size index they are most of
         the time spent (every posting list is the size of the corpus) and barely move BM25 (their idf is
         near zero); the p99 latency at 1M passages falls 4x. Matches are not counted (``count=False``).
+
+        The top-k is then found by ``_driven_top`` when that is cheaper, with the same hits and scores as
+        the whole query (``driven=False``, or ``top_whole``), and by the whole query otherwise.
         """
-        words = _WORD.findall(fold_unicode(query).lower())  # as the analyzer folds the indexed words
+        words, freq = self._query_words(query)
         if not words or top_k <= 0:
             return None, []
+        parsed = self._parse(words)
+        found = self._driven_top(words, freq, top_k) if self.driven else None
+        if found is None:
+            self.top_paths["whole"] += 1
+            found = self._searcher.search(parsed, top_k, count=False).hits
+        return parsed, found
+
+    def top_whole(self, query: str, top_k: int) -> tuple[tantivy.Query | None, list[tuple[float, tantivy.DocAddress]]]:
+        """``top`` by the whole query, every posting list of its words scored (the reference ``top`` must equal)."""
+        words, _freq = self._query_words(query)
+        if not words or top_k <= 0:
+            return None, []
+        parsed = self._parse(words)
+        return parsed, self._searcher.search(parsed, top_k, count=False).hits
+
+    def _query_words(self, query: str) -> tuple[list[str], dict[str, int]]:
+        """The query's distinct words as the analyzer cuts and folds them, less the common ones (see ``top``),
+        and the number of bodies each is in."""
+        words = list(dict.fromkeys(_WORD.findall(fold_unicode(query).lower())))  # the parser drops repeats too
         freq = {w: self._searcher.doc_freq("body", w) for w in words}
         rarer = [w for w in words if freq[w] <= self._searcher.num_docs * COMMON_WORD_FRACTION]
         if any(freq[w] for w in rarer):  # only when a rarer word is in the index, or nothing would match
             words = rarer
-        parsed = self._index.parse_query(" ".join(words), ["title", "body"], field_boosts={"title": 2.0})
-        return parsed, self._searcher.search(parsed, top_k, count=False).hits
+        return words, freq
+
+    def _parse(self, words: list[str]) -> tantivy.Query:
+        return self._index.parse_query(" ".join(words), ["title", "body"], field_boosts={"title": TITLE_BOOST})
+
+    def _driven_top(self, words: list[str], freq: dict[str, int],
+                    top_k: int) -> list[tuple[float, tantivy.DocAddress]] | None:
+        """The whole query's top-k found by scoring few candidates, or None where the whole query is cheaper.
+
+        Why: the whole query scores every posting of every word, and a query of 2-4 frequent words (0.5-7%
+        of the documents each) plus a rarer one spends nearly all its time in the frequent words' lists,
+        which block-max WAND cannot skip (any two of them can outscore the k-th hit). Yet the best hits
+        almost always have a query word in their title (boosted, and titles are short, so title lists are
+        short and their idf high) or the query's rarest word in their body.
+
+        How, exactly: (1) candidates are the documents with any query word in the title or the rarest word
+        in the body; each is scored with the whole query by seeking the other lists to it (tantivy's
+        ``Must`` candidates with one nested ``Should`` per term), so the long lists are visited only at the
+        candidates. (2) A document outside the candidates scores at most the sum of the best body scores
+        of the other words (recorded at build, ``MAX_SCORES_FILE``); if that is below the k-th score the
+        top-k is proven (``top_paths["driven"]``). (3) Otherwise every set of those words whose best
+        scores can reach the k-th score is intersected (documents with all of its words) and scored the
+        same way, and the two top-k merge (``"driven+second"``). Scores are the whole query's (the same
+        terms summed in the same order: equal to the bit on all 2,000 benchmark queries at 1M and 5M
+        passages), and ties go to the lower address as in tantivy. Where the candidates would cost more
+        than the whole query (``DRIVEN_MAX_COST``, ``SECOND_MAX_COST``) or there are fewer than k of them,
+        the whole query answers (``"whole"``).
+        """
+        present = [w for w in words if freq[w]]
+        if len(words) < 2 or not present:
+            return None  # one word, or none in any body: the candidates would be the whole query
+        if not all(w.isascii() and len(w) < _LONG_WORD for w in words):
+            return None  # a word the analyzer would still change: only the parser finds its indexed form
+        rare = min(present, key=freq.__getitem__)
+        others = [w for w in present if w != rare]
+        title_docs = sum(self._searcher.doc_freq("title", w) for w in words)
+        whole_cost = title_docs + sum(freq[w] for w in words)
+        lookups = 2 * len(words)  # a title and a body list per word
+        if (not others or len(others) > DRIVEN_MAX_WORDS or whole_cost < DRIVEN_MIN_POSTINGS
+                or (title_docs + freq[rare]) * lookups > DRIVEN_MAX_COST * whole_cost):
+            return None
+        Q, Occur, schema = tantivy.Query, tantivy.Occur, self._schema
+        candidates = Q.boolean_query([(Occur.Should, _term(schema, "title", w)) for w in words]
+                                     + [(Occur.Should, _term(schema, "body", rare))])
+        found = self._searcher.search(self._scored(candidates, words), top_k, count=False).hits
+        if len(found) < top_k:
+            return None  # no k-th score to bound the rest with: the whole query finds the rest
+        kth = found[-1][0]
+        best = {w: self._max_body_score(w) for w in others}
+        if sum(best.values()) < kth:
+            self.top_paths["driven"] += 1
+            return found
+        reaching = []  # the smallest sets of other words whose best body scores reach the k-th score
+        for size in range(1, len(others) + 1):
+            for subset in itertools.combinations(others, size):
+                if sum(best[w] for w in subset) >= kth and not any(set(r) <= set(subset) for r in reaching):
+                    reaching.append(subset)
+        if sum(min(freq[w] for w in subset) * len(subset) for subset in reaching) > SECOND_MAX_COST * whole_cost:
+            return None
+        second = Q.boolean_query([(Occur.Should, Q.boolean_query([(Occur.Must, _term(schema, "body", w)) for w in subset]))
+                                  for subset in reaching])
+        more = self._searcher.search(self._scored(second, words), top_k, count=False).hits
+        self.top_paths["driven+second"] += 1
+        merged = {(a.segment_ord, a.doc): (score, a) for score, a in found + more}  # the same doc, the same score
+        return sorted(merged.values(), key=lambda h: (-h[0], h[1].segment_ord, h[1].doc))[:top_k]
+
+    def _scored(self, candidates: tantivy.Query, words: list[str]) -> tantivy.Query:
+        """``candidates``' documents scored with the whole query: Must(candidates, scoring 0) and one Should
+        term per level, so each term's list is sought to each candidate (a flat Should list would be a union
+        that decodes the lists whole). The terms are added in the parser's order, so the sums are the same."""
+        Q, Occur = tantivy.Query, tantivy.Occur
+        query = Q.const_score_query(candidates, 0.0)
+        for w in words:
+            query = Q.boolean_query([(Occur.Must, query),
+                                     (Occur.Should, Q.boost_query(_term(self._schema, "title", w), TITLE_BOOST))])
+            query = Q.boolean_query([(Occur.Must, query), (Occur.Should, _term(self._schema, "body", w))])
+        return query
+
+    def _max_body_score(self, word: str) -> float:
+        """The best body score of ``word``: recorded at build for frequent words, else found once and kept."""
+        score = self._max_scores.get(word, self._found_max_scores.get(word))
+        if score is None:
+            score = _max_body_score(self._searcher, self._schema, word)
+            if len(self._found_max_scores) >= MAX_SCORE_CACHE:
+                self._found_max_scores.clear()
+            self._found_max_scores[word] = score
+        return score
 
     def fetch(self, found: list[tuple[float, tantivy.DocAddress]]) -> list[tuple[float, tantivy.Document]]:
         """The stored documents of ``top``'s hits, with their scores."""
