@@ -100,3 +100,17 @@ def test_eval_and_research_run_the_trained_agent_as_the_quickstart_evaluated_it(
     first = held_out[0]
     researched = asyncio.run(run_research(first["question"], config))
     assert researched.all_ids == Trajectory.model_validate(evaluated[first["id"]]["trajectory"]).all_ids
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+def test_quickstart_trains_in_fp32_where_the_cpu_emulates_bf16(emulated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bf16 autocast is slower than fp32 where the CPU has no native bf16: there the quickstart turns it off, aloud."""
+    import deepresearcher.train.grpo as grpo
+    from deepresearcher.config import load_config
+    from deepresearcher.train.quickstart import _bf16_where_native
+
+    monkeypatch.setattr(grpo, "bf16_is_emulated", lambda: emulated)
+    said: list[str] = []
+    config = _bf16_where_native(load_config(None, ["train.bf16=true"]), said.append)
+    assert config.train.bf16 is not emulated
+    assert bool(said) is emulated and all("training in fp32" in line for line in said)

@@ -165,6 +165,11 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+def bf16_is_emulated() -> bool:
+    """Whether bf16 autocast would run emulated here (no CUDA GPU, no native bf16 on the CPU): slower than fp32."""
+    return not _cuda_available() and not cpu_has_native_bf16()
+
+
 def _tensorboard_installed() -> bool:
     try:
         import tensorboard  # noqa: F401
@@ -397,7 +402,7 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
     if cfg.use_vllm and not _cuda_available():
         warnings.append("train.use_vllm expects a CUDA GPU; none is visible on this machine.")
-    if cfg.bf16 and not _cuda_available() and not cpu_has_native_bf16():
+    if cfg.bf16 and bf16_is_emulated():
         warnings.append("train.bf16 on this CPU is emulated (no AVX512-BF16, AMX or Arm BF16) and slower than fp32: "
                         "set train.bf16=false.")
     return {
