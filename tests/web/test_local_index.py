@@ -221,7 +221,7 @@ def test_the_driven_top_k_equals_the_whole_query(tmp_path: Path, monkeypatch: py
 
     from deepresearcher.web.backends import local
 
-    monkeypatch.setattr(local, "DRIVEN_MIN_POSTINGS", 0)  # a small index's queries are cheap enough whole
+    monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)  # small indexes answer with the whole query
 
     build_index(iter(_zipf_docs(3000)), tmp_path / "index")
     index = LocalIndex(tmp_path / "index")
@@ -245,7 +245,7 @@ def test_the_driven_top_k_finds_pages_without_the_rarest_word_or_a_title_match(
     rarest word on fewer than k pages still leaves k hits."""
     from deepresearcher.web.backends import local
 
-    monkeypatch.setattr(local, "DRIVEN_MIN_POSTINGS", 0)
+    monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)
     docs = [{"url": f"https://a.example/{i}", "title": f"Page {i}", "text": f"filler{i} " + "words " * 40}
             for i in range(400)]
     for i in range(30):  # 31 pages each with the "both" page: under COMMON_WORD_FRACTION
@@ -272,7 +272,7 @@ def test_the_build_records_frequent_words_best_body_scores(tmp_path: Path, monke
     from deepresearcher.web.backends import local
 
     monkeypatch.setattr(local, "MAX_SCORE_MIN_DOCS", 50)
-    monkeypatch.setattr(local, "DRIVEN_MIN_POSTINGS", 0)
+    monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)
     build_index(iter(_zipf_docs(1500)), tmp_path / "index")
     recorded = orjson.loads((tmp_path / "index" / local.MAX_SCORES_FILE).read_bytes())
     index = LocalIndex(tmp_path / "index")

@@ -58,10 +58,11 @@ MAX_SCORE_CACHE = 200_000
 # share of the postings the whole query would score (at 5M passages the driven pass was faster than the
 # whole query over the benchmark's queries at shares of 0.1 to 1.8).
 DRIVEN_MAX_COST = 1.0
-# ... and when the whole query has at least this many postings (its words' title and body lists): below,
-# the driven pass's fixed cost (building the queries, a second search) is more than it saves (the
-# break-even at 1M passages; the whole query takes ~0.45 ms there).
-DRIVEN_MIN_POSTINGS = 25_000
+# ... on an index of at least this many documents. Measured per query (CPU time, separate passes over the
+# benchmark's 2,000 queries): at 1M passages the driven pass was slower than the whole query for all but
+# the 10% of queries with the most postings; at 5M it was faster in every tenth, from 1.6x for the
+# cheapest queries to 1.3x for the dearest.
+DRIVEN_MIN_DOCS = 2_000_000
 # The second pass (see LocalIndex._driven_top) is used when its intersections' shortest lists times their
 # sizes are at most this share of the whole query's postings; at 5M passages it beat the whole query on
 # average at every such share the benchmark's queries had, so this only stops pathological queries.
@@ -262,6 +263,8 @@ def _write_max_scores(index: tantivy.Index, out_dir: Path) -> None:
     One top-1 search per word: about 3 s at 5M passages (a term-dictionary walk, then those posting lists once).
     """
     searcher = index.searcher()
+    if searcher.num_docs < DRIVEN_MIN_DOCS:
+        return  # the whole query answers on a small index
     low, high = MAX_SCORE_MIN_DOCS, searcher.num_docs * COMMON_WORD_FRACTION
     scores = {word: _max_body_score(searcher, index.schema, word)
               for word, docs in searcher.terms_with_prefix("body", "") if low <= docs <= high}
@@ -376,14 +379,14 @@ class LocalIndex:
         top-k is proven (``top_paths["driven"]``). (3) Otherwise every set of those words whose best
         scores can reach the k-th score is intersected (documents with all of its words) and scored the
         same way, and the two top-k merge (``"driven+second"``). Scores are the whole query's (the same
-        terms summed in the same order: equal to the bit on all 2,000 benchmark queries at 1M and 5M
-        passages), and ties go to the lower address as in tantivy. Where the candidates would cost more
-        than the whole query (``DRIVEN_MAX_COST``, ``SECOND_MAX_COST``) or there are fewer than k of them,
-        the whole query answers (``"whole"``).
+        terms summed in the same order: equal to the bit on all 2,000 benchmark queries at 1M, 5M and
+        21M passages), and ties go to the lower address as in tantivy. On a small index (``DRIVEN_MIN_DOCS``),
+        where the candidates would cost more than the whole query (``DRIVEN_MAX_COST``,
+        ``SECOND_MAX_COST``) or there are fewer than k of them, the whole query answers (``"whole"``).
         """
         present = [w for w in words if freq[w]]
-        if len(words) < 2 or not present:
-            return None  # one word, or none in any body: the candidates would be the whole query
+        if len(words) < 2 or not present or self._searcher.num_docs < DRIVEN_MIN_DOCS:
+            return None  # one word, or none in any body (the candidates would be the whole query), or a small index
         if not all(w.isascii() and len(w) < _LONG_WORD for w in words):
             return None  # a word the analyzer would still change: only the parser finds its indexed form
         rare = min(present, key=freq.__getitem__)
@@ -391,7 +394,7 @@ class LocalIndex:
         title_docs = sum(self._searcher.doc_freq("title", w) for w in words)
         whole_cost = title_docs + sum(freq[w] for w in words)
         lookups = 2 * len(words)  # a title and a body list per word
-        if (not others or len(others) > DRIVEN_MAX_WORDS or whole_cost < DRIVEN_MIN_POSTINGS
+        if (not others or len(others) > DRIVEN_MAX_WORDS
                 or (title_docs + freq[rare]) * lookups > DRIVEN_MAX_COST * whole_cost):
             return None
         Q, Occur, schema = tantivy.Query, tantivy.Occur, self._schema
