@@ -4,10 +4,12 @@ and in the loss only where the policy wrote the token."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
@@ -32,9 +34,11 @@ def _padded_batch(vocab: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor
     return ids.masked_fill(mask == 0, 0), mask, width_c
 
 
-def _bare(cls: type) -> GRPOTrainer:
+def _bare(cls: type, bf16: bool = False) -> GRPOTrainer:
     trainer = object.__new__(cls)
-    trainer.accelerator = Accelerator(cpu=True)
+    AcceleratorState._reset_state(reset_partial_state=True)  # one state per process: each test sets its own
+    trainer.accelerator = Accelerator(cpu=True, mixed_precision="bf16" if bf16 else "no")
+    trainer.args = SimpleNamespace(bf16=bf16)
     trainer.temperature = 0.7
     return trainer
 
@@ -134,3 +138,30 @@ def test_models_the_cpu_path_cannot_score_keep_trls_fused_head(tiny_model_dir: P
     model.config.final_logit_softcapping = None
     model.peft_config = {"default": object()}
     assert not projects_plainly(model)
+
+
+def test_bf16_on_the_cpu_pads_forward_passes_to_few_widths(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under bf16 on the CPU every forward pass is padded to a multiple of BF16_WIDTH_MULTIPLE columns (oneDNN
+    builds a kernel per shape), and the padding changes no log-probability."""
+    import deepresearcher.train.trl_trainer as trl_trainer
+    from deepresearcher.train.precision import BF16_WIDTH_MULTIPLE
+
+    model = _policy(tiny_model_dir)
+    ids, mask, width_c = _padded_batch(model.config.vocab_size)
+    wide = torch.cat([ids, torch.zeros(6, 80, dtype=ids.dtype)], 1)  # room for the rounding, as a long step has
+    wide_mask = torch.cat([mask, torch.zeros(6, 80, dtype=mask.dtype)], 1)
+    completion_mask = wide_mask[:, -(width_c + 80):].float()
+    widths: list[int] = []
+    hook = model.get_input_embeddings().register_forward_hook(lambda _m, args, _out: widths.append(args[0].size(1)))
+    results = []
+    for rounding in (trl_trainer.bf16_width, lambda width, limit=None: width):
+        monkeypatch.setattr(trl_trainer, "bf16_width", rounding)
+        widths.clear()
+        logps, _, _ = _bare(LengthGroupedGRPOTrainer, bf16=True)._get_per_token_logps_and_entropies(
+            model, wide, wide_mask, width_c + 80, batch_size=2)
+        results.append((logps * completion_mask, list(widths)))
+    hook.remove()
+    (padded, padded_widths), (unpadded, unpadded_widths) = results
+    assert all(w % BF16_WIDTH_MULTIPLE == 0 for w in padded_widths)
+    assert any(w % BF16_WIDTH_MULTIPLE for w in unpadded_widths)
+    torch.testing.assert_close(padded, unpadded, atol=2e-2, rtol=0)

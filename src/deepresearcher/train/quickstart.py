@@ -60,9 +60,9 @@ def require_world_data(config: Config) -> None:
 def _bf16_where_native(config: Config, say: Say) -> Config:
     """The quickstart's bf16 autocast makes its steps ~1.4x faster on a CPU with native bf16; where the CPU
     emulates it, the same steps are slower than fp32, so there the quickstart trains in fp32 and says so."""
-    from deepresearcher.train.grpo import bf16_is_emulated
+    from deepresearcher.train import precision
 
-    if not config.train.bf16 or not bf16_is_emulated():
+    if not config.train.bf16 or not precision.bf16_is_emulated():
         return config
     say("train.bf16: this CPU has no native bfloat16 (AVX512-BF16, AMX or Arm BF16), where it is slower than "
         "fp32; training in fp32")
