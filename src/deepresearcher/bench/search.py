@@ -22,7 +22,8 @@ the load average at the start and end of each size.
 
 Each size's row is also appended to ``--results`` (JSON lines) as soon as it is measured, so a run
 stopped early keeps what it measured. The work dir's corpus and indexes are deleted at the end
-unless ``--keep``.
+unless ``--keep``; ``--keep --reuse`` then measures the queries again on the kept indexes without
+rebuilding them.
 """
 
 from __future__ import annotations
@@ -44,7 +45,13 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from deepresearcher.web.backends.local import BuildStats, LocalIndex, build_index, read_corpus
+from deepresearcher.web.backends.local import (
+    META_FILE,
+    BuildStats,
+    LocalIndex,
+    build_index,
+    read_corpus,
+)
 
 WORDS_PER_PASSAGE = 100  # wiki-18 passages are DPR's 100-word splits
 VOCABULARY = 500_000
@@ -204,7 +211,9 @@ def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
 
 
 def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], top_k: int,
-                 progress: Path | None = None) -> dict:
+                 progress: Path | None = None, reuse: bool = False) -> dict:
+    if reuse and (index_dir / META_FILE).is_file():
+        return measure_serving(index_dir, queries, top_k)
     load_start = os.getloadavg()[0]
     stats = BuildStats()
     sampler = MemorySampler()
@@ -245,6 +254,20 @@ def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], t
     }
 
 
+def measure_serving(index_dir: Path, queries: list[str], top_k: int) -> dict:
+    """The query half of ``measure_size`` on an index kept by an earlier ``--keep`` run (``--reuse``)."""
+    load_start = os.getloadavg()[0]
+    sampler = MemorySampler()
+    with sampler.running():
+        index = LocalIndex(index_dir)
+        latency = measure_queries(index, queries, top_k)
+        documents, segments = index.num_docs, index.num_segments
+        del index
+    return {"load_average_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)], "documents": documents,
+            "reused_index": True, "segments": segments, "top_k": top_k, **latency,
+            "serve_peak_anon_mb": _mb(sampler.peak_anon), "serve_peak_rss_mb": _mb(sampler.peak_rss)}
+
+
 def real_text_ratio(summaries: Path, work: Path) -> dict:
     """Index size against corpus size on real English: Wikipedia summaries cut into 100-word passages.
 
@@ -278,6 +301,8 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--results", type=Path, default=None, help="Append each size's row here as JSON lines.")
     parser.add_argument("--keep", action="store_true", help="Keep the generated corpus and indexes.")
     parser.add_argument("--progress", type=Path, default=None, help="Append build progress here every 1M documents.")
+    parser.add_argument("--reuse", action="store_true",
+                        help="Measure queries on the indexes a --keep run left in --work-dir instead of building them.")
     parser.add_argument("--real-text", type=Path, default=Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent"))
                         / "wikipedia_vital_l4_en" / "summaries_en-us.json",
                         help="Wikipedia summaries JSON for the real-text size row (default: under $DEEPRESEARCHER_DATA_DIR).")
@@ -297,7 +322,7 @@ def main(argv: list[str]) -> dict:
     try:
         for docs in sizes:
             row = {"benchmark": "search",
-                   **measure_size(corpus, docs, work / f"index-{docs}", queries, args.top_k, args.progress)}
+                   **measure_size(corpus, docs, work / f"index-{docs}", queries, args.top_k, args.progress, args.reuse)}
             rows.append(row)
             if args.results:
                 with args.results.open("ab") as f:
