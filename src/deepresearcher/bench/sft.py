@@ -52,7 +52,7 @@ def run_mode(bf16: bool, steps: int, pad: bool, seed: int) -> dict:
         weights = torch.zeros(_BATCH, width)
         for row, n in enumerate(lengths):
             mask[row, :n] = 1
-            weights[row, n // 4 : n : 3] = 1.0
+            weights[row, n // 4 : n : rng.randint(2, 4)] = 1.0
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             loss = next_token_loss(model, ids, mask, weights)
         optimizer.zero_grad(set_to_none=True)

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from deepresearcher.train.precision import bf16_width
+
 # Config fields of architectures that transform logits after the output layer (Gemma 2's soft-capping,
 # Cohere's, Falcon-H1's and Granite's scaling).
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
@@ -28,4 +32,8 @@ def next_token_logits(model: Any, input_ids: Any, attention_mask: Any, where: An
     if not projects_plainly(model):
         return model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1][where]
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-    return model.get_output_embeddings()(hidden[:, :-1][where])
+    chosen = hidden[:, :-1][where]
+    rows = chosen.size(0)
+    if chosen.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # few shapes for oneDNN (see train.precision)
+        chosen = torch.nn.functional.pad(chosen, (0, 0, 0, bf16_width(rows) - rows))
+    return model.get_output_embeddings()(chosen)[:rows]
