@@ -10,6 +10,7 @@ import torch
 
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.config import SFTConfig, load_config
+from deepresearcher.train.precision import BF16_WIDTH_MULTIPLE
 from deepresearcher.train.sft import (
     collate,
     next_token_loss,
@@ -122,10 +123,12 @@ def test_bf16_sft_runs_forward_in_bfloat16_and_keeps_fp32_weights(bf16: bool, ti
                                  Segment(source="policy", token_ids=[8 + i % 3, 9, 10, 11], logprobs=[0.0] * 4)])
             for i in range(8)]
     dtypes: set[torch.dtype] = set()
+    shapes: list[tuple[int, ...]] = []  # every Linear's input shape: oneDNN builds a bf16 kernel per shape
 
-    def record(module: torch.nn.Module, _inputs: object, output: object) -> None:
+    def record(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], output: object) -> None:
         if isinstance(module, torch.nn.Linear) and isinstance(output, torch.Tensor):
             dtypes.add(output.dtype)
+            shapes.append(tuple(inputs[0].shape))
 
     losses: list[float] = []
     cfg = SFTConfig(num_tasks=8, steps=10, batch_size=4, learning_rate=1e-2, warmup_steps=0, max_seq_len=64)
@@ -136,6 +139,8 @@ def test_bf16_sft_runs_forward_in_bfloat16_and_keeps_fp32_weights(bf16: bool, ti
     finally:
         handle.remove()
     assert dtypes == ({torch.bfloat16} if bf16 else {torch.float32})
+    # under bf16 the widths (3-dim inputs) and the output layer's rows (2-dim) are multiples of 64
+    assert all(shape[-2] % BF16_WIDTH_MULTIPLE == 0 for shape in shapes) is bf16
     assert losses[-1] < losses[0] - 0.5
     saved = AutoModelForCausalLM.from_pretrained(result.model_dir)
     assert {p.dtype for p in saved.parameters()} == {torch.float32}
