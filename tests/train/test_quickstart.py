@@ -17,6 +17,7 @@ TOY = [
     "train.tiny_model.num_heads=2", "train.tiny_model.num_kv_heads=1", "train.tiny_model.intermediate_size=64",
     "train.max_steps=2", "train.prompts_per_step=2", "train.group_size=2", "train.micro_batch_size=2",
     "train.save_every=1", "train.eval_tasks=6", "agent.max_turns=3", "agent.max_tokens_per_turn=16",
+    "train.bf16=true",  # SFT and TRL's GRPO under bf16 autocast on the CPU (fp32 where the CPU emulates bf16)
 ]
 
 
