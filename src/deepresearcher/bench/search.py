@@ -83,7 +83,9 @@ def write_corpus(path: Path, docs: int, vocab: list[str], seed: int) -> float:
     """Write ``docs`` wiki-18 lines to ``path``; returns the seconds it took (never part of a timing).
 
     A passage is 10 ten-word Zipf sentences drawn from a pool of up to 2M, so that 21M passages are written
-    in minutes rather than an hour; the words are still Zipf-distributed and passages still distinct.
+    in minutes rather than an hour; the words are still Zipf-distributed and passages still distinct. The
+    lines go to a ``.partial`` file renamed at the end, so a stopped run never leaves a corpus that a later
+    run in the same work dir would take as complete.
     """
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -92,7 +94,8 @@ def write_corpus(path: Path, docs: int, vocab: list[str], seed: int) -> float:
     pool = _sentences(rng, vocab, table, pool_size, WORDS_PER_PASSAGE // 10)
     titles = [t.title() for t in _sentences(rng, vocab, table, pool_size // 2, 2)]
     chunk = 50_000
-    with path.open("w", encoding="ascii") as out:
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="ascii") as out:
         for start in range(0, docs, chunk):
             n = min(chunk, docs - start)
             picks = rng.integers(0, pool_size, size=(n, 10)).tolist()
@@ -101,6 +104,7 @@ def write_corpus(path: Path, docs: int, vocab: list[str], seed: int) -> float:
                 f'{{"id":"{start + i}","contents":"\\"{titles[heads[i]]}\\"\\n{" ".join([pool[j] for j in row])}"}}\n'
                 for i, row in enumerate(picks)
             ))
+    partial.replace(path)
     return time.perf_counter() - started
 
 

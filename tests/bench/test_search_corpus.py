@@ -1,0 +1,50 @@
+"""`bench search` writes its generated corpus whole or not at all: a later run reuses only a finished one."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepresearcher.cli.bench_cmd import BENCH_DIR
+
+
+@pytest.fixture(scope="module")
+def bench_search():
+    spec = importlib.util.spec_from_file_location("bench_search_corpus", BENCH_DIR / "search.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_corpus_appears_only_when_complete(bench_search, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    vocab = bench_search._vocabulary(np.random.default_rng(0), 2000)
+    corpus = tmp_path / "zipf-120-seed0.jsonl"
+    bench_search.write_corpus(corpus, 120, vocab, 0)
+    lines = corpus.read_text().splitlines()
+    assert len(lines) == 120 and all(json.loads(line)["contents"].startswith('"') for line in lines)
+    assert list(tmp_path.iterdir()) == [corpus]
+
+    real_rng = np.random.default_rng
+
+    class StoppedAfterOneChunk:  # the generator of a run stopped (Ctrl-C) after the first 50,000 lines
+        def __init__(self, seed: int) -> None:
+            self.rng, self.calls = real_rng(seed), 0
+
+        def integers(self, *args, **kwargs):
+            self.calls += 1
+            if self.calls == 5:  # 2 draws make the sentence pools, 2 draw each chunk
+                raise KeyboardInterrupt
+            return self.rng.integers(*args, **kwargs)
+
+    monkeypatch.setattr(bench_search.np.random, "default_rng", StoppedAfterOneChunk)
+    stopped = tmp_path / "zipf-120000-seed0.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        bench_search.write_corpus(stopped, 120_000, vocab, 0)
+    assert not stopped.exists()  # the next run generates it again instead of indexing a third of it
+    assert len((tmp_path / "zipf-120000-seed0.jsonl.partial").read_text().splitlines()) == 50_000
