@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
-
-from deepresearcher.cli.bench_cmd import BENCH_DIR
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="windows-1252"><title>Kapitel</title></head><body>
 <nav><ul><li><a href="/">Startseite</a></li><li><a href="/impressum">Impressum</a></li></ul></nav>
@@ -22,13 +18,8 @@ ist fertig. Wir haben lange daran gearbeitet, damit jede Seite stimmt.</p>
 
 
 @pytest.fixture(scope="module")
-def extract():
-    spec = importlib.util.spec_from_file_location("bench_extract_test", BENCH_DIR / "extract.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+def extract(load_bench):
+    return load_bench("extract")
 
 
 def test_counts_follow_trafilaturas_comparison(extract) -> None:

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from deepresearcher.cli.bench_cmd import BENCH_DIR
-
 
 @pytest.fixture(scope="module")
-def bench_search():
-    spec = importlib.util.spec_from_file_location("bench_search_corpus", BENCH_DIR / "search.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def bench_search(load_bench):
+    return load_bench("search")
 
 
 def test_the_corpus_appears_only_when_complete(bench_search, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from deepresearcher.cli.bench_cmd import BENCH_DIR
-
 
 @pytest.mark.timeout(300)
-def test_bench_sft_alternates_fp32_and_bf16_in_child_processes() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_sft", BENCH_DIR / "sft.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    result = module.main(["--steps", "1", "--rounds", "1"])
+def test_bench_sft_alternates_fp32_and_bf16_in_child_processes(load_bench) -> None:
+    result = load_bench("sft").main(["--steps", "1", "--rounds", "1"])
     assert set(result["runs"]) == {"fp32", "bf16"}
     for (run,) in result["runs"].values():
         assert run["tokens_per_s"] > 0 and run["peak_rss_mb"] > 100
