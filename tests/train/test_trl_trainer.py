@@ -143,7 +143,7 @@ def test_models_the_cpu_path_cannot_score_keep_trls_fused_head(tiny_model_dir: P
 def test_bf16_on_the_cpu_pads_forward_passes_to_few_widths(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under bf16 on the CPU every forward pass is padded to a multiple of BF16_WIDTH_MULTIPLE columns (oneDNN
     builds a kernel per shape), and the padding changes no log-probability."""
-    import deepresearcher.train.trl_trainer as trl_trainer
+    from deepresearcher.train import trl_trainer
     from deepresearcher.train.precision import BF16_WIDTH_MULTIPLE
 
     model = _policy(tiny_model_dir)
