@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import re
 import statistics
 import tempfile
@@ -48,6 +47,7 @@ import orjson
 import platformdirs
 from lxml import html as lxml_html
 
+from deepresearcher.data.registry import local_data_dir
 from deepresearcher.web.html import decode_bytes, html_to_text
 from deepresearcher.world import build_world, iter_pages
 
@@ -158,12 +158,12 @@ def compare_snippets(pages: list[tuple[str, list[str], list[str]]]) -> dict[str,
 
 
 def snippets_folder(given: Path | None) -> Path:
-    """``--real-snippets``, else ``$DEEPRESEARCHER_DATA_DIR/trafilatura-eval`` when it is there, else the user cache's."""
+    """``--real-snippets``, else ``trafilatura-eval`` in the local data dir when it is there, else the user cache's."""
     if given is not None:
         return given
-    data_dir = os.environ.get("DEEPRESEARCHER_DATA_DIR")
-    if data_dir and (Path(data_dir) / "trafilatura-eval" / "expectations.json").is_file():
-        return Path(data_dir) / "trafilatura-eval"
+    data_dir = local_data_dir()
+    if data_dir and (data_dir / "trafilatura-eval" / "expectations.json").is_file():
+        return data_dir / "trafilatura-eval"
     return Path(platformdirs.user_cache_dir("deepresearcher")) / "trafilatura-eval"
 
 
@@ -175,7 +175,8 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--real-snippets", type=Path, default=None,
                         help="trafilatura's evaluation set: <file>.html pages and expectations.json.")
     args = parser.parse_args(argv)
-    real = args.real or Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent")) / "article-extraction-benchmark"
+    data = local_data_dir()
+    real = args.real or (data / "article-extraction-benchmark" if data else Path("not-found"))
     result: dict[str, Any] = {"benchmark": "extract", "metric": "bag-of-words precision/recall/F1 against the known main text",
                               "world": compare(world_pages(args.world_size, args.pages))}
     if (real / "ground-truth.json").is_file():

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from deepresearcher.data.registry import local_data_dir
 from deepresearcher.web.backends.local import (
     META_FILE,
     BuildStats,
@@ -307,10 +308,13 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--progress", type=Path, default=None, help="Append build progress here every 1M documents.")
     parser.add_argument("--reuse", action="store_true",
                         help="Measure queries on the indexes a --keep run left in --work-dir instead of building them.")
-    parser.add_argument("--real-text", type=Path, default=Path(os.environ.get("DEEPRESEARCHER_DATA_DIR", "/nonexistent"))
-                        / "wikipedia_vital_l4_en" / "summaries_en-us.json",
-                        help="Wikipedia summaries JSON for the real-text size row (default: under $DEEPRESEARCHER_DATA_DIR).")
+    parser.add_argument("--real-text", type=Path, default=None,
+                        help="Wikipedia summaries JSON for the real-text size row (default: "
+                        "wikipedia_vital_l4_en/summaries_en-us.json in the local data dir, see `data.local_data_dir`).")
     args = parser.parse_args(argv)
+    if args.real_text is None:
+        data = local_data_dir()
+        args.real_text = (data / "wikipedia_vital_l4_en" / "summaries_en-us.json") if data else Path("not-found")
     sizes = sorted(int(s.replace("_", "")) for s in args.docs.split(","))
 
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench-search-"))
