@@ -143,7 +143,7 @@ def test_models_the_cpu_path_cannot_score_keep_trls_fused_head(tiny_model_dir: P
 def test_bf16_on_the_cpu_pads_forward_passes_to_few_widths(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under bf16 on the CPU every forward pass is padded to a multiple of BF16_WIDTH_MULTIPLE columns (oneDNN
     builds a kernel per shape), and the padding changes no log-probability."""
-    from deepresearcher.train import trl_trainer
+    from deepresearcher.train import output_layer
     from deepresearcher.train.precision import BF16_WIDTH_MULTIPLE
 
     model = _policy(tiny_model_dir)
@@ -154,8 +154,8 @@ def test_bf16_on_the_cpu_pads_forward_passes_to_few_widths(tiny_model_dir: Path,
     widths: list[int] = []
     hook = model.get_input_embeddings().register_forward_hook(lambda _m, args, _out: widths.append(args[0].size(1)))
     results = []
-    for rounding in (trl_trainer.bf16_width, lambda width, limit=None: width):
-        monkeypatch.setattr(trl_trainer, "bf16_width", rounding)
+    for rounding in (output_layer.bf16_width, lambda width: width):
+        monkeypatch.setattr(output_layer, "bf16_width", rounding)
         widths.clear()
         logps, _, _ = _bare(LengthGroupedGRPOTrainer, bf16=True)._get_per_token_logps_and_entropies(
             model, wide, wide_mask, width_c + 80, batch_size=2)

@@ -30,7 +30,6 @@ from deepresearcher.config import Config, TrainConfig, dump_config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train import precision
 from deepresearcher.train.loss import zero_signal_share
-from deepresearcher.train.precision import cuda_available
 from deepresearcher.train.run_dir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -137,7 +136,7 @@ def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
         logging_steps=1,
         report_to=report_to,
         disable_tqdm=True,
-        use_cpu=not cuda_available(),
+        use_cpu=not precision.cuda_available(),
         dataloader_num_workers=0,
         remove_unused_columns=False,
         log_completions=False,
@@ -381,7 +380,7 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     warnings = []
     if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
-    if cfg.use_vllm and not cuda_available():
+    if cfg.use_vllm and not precision.cuda_available():
         warnings.append("train.use_vllm expects a CUDA GPU; none is visible on this machine.")
     if cfg.bf16 and precision.bf16_is_emulated():
         warnings.append("train.bf16 on this CPU is emulated (no AVX512-BF16, AMX or Arm BF16) and slower than fp32: "
@@ -401,7 +400,7 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "total_rollouts": shape.rollouts * cfg.max_steps,
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
         "generation": "vLLM " + cfg.vllm_mode if cfg.use_vllm else "in-process transformers",
-        "device": "cuda" if cuda_available() else "cpu",
+        "device": "cuda" if precision.cuda_available() else "cpu",
         "tensorboard": _tensorboard_installed(),
         "config_hash": config.config_hash(),
         "warnings": warnings,

@@ -28,12 +28,22 @@ def projects_plainly(model: Any) -> bool:
 
 def next_token_logits(model: Any, input_ids: Any, attention_mask: Any, where: Any) -> Any:
     """``[n, vocab]`` logits predicting token ``t+1`` at each position ``t`` where ``where`` (``[rows, len-1]``,
-    bool) is set, row by row; only those positions go through the output layer when the model allows it."""
+    bool) is set, row by row; only those positions go through the output layer when the model allows it.
+
+    Under bf16 autocast on the CPU the batch gets padding columns and the output layer padding rows, up to
+    multiples of ``BF16_WIDTH_MULTIPLE`` (oneDNN builds a kernel per shape; see ``train.precision``); the
+    padding is masked out and cut off, so the logits are the same."""
+    width = input_ids.size(1)
+    few_shapes = input_ids.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+    if few_shapes:
+        extra = bf16_width(width) - width
+        input_ids = torch.nn.functional.pad(input_ids, (0, extra))
+        attention_mask = torch.nn.functional.pad(attention_mask, (0, extra))
     if not projects_plainly(model):
-        return model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1][where]
+        return model(input_ids=input_ids, attention_mask=attention_mask).logits[:, : width - 1][where]
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-    chosen = hidden[:, :-1][where]
+    chosen = hidden[:, : width - 1][where]
     rows = chosen.size(0)
-    if chosen.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # few shapes for oneDNN (see train.precision)
+    if few_shapes:
         chosen = torch.nn.functional.pad(chosen, (0, 0, 0, bf16_width(rows) - rows))
     return model.get_output_embeddings()(chosen)[:rows]

@@ -34,7 +34,6 @@ def bf16_is_emulated() -> bool:
     return not cuda_available() and not cpu_has_native_bf16()
 
 
-def bf16_width(width: int, limit: int | None = None) -> int:
-    """``width`` rounded up to a multiple of ``BF16_WIDTH_MULTIPLE`` (at most ``limit``), for bf16 on the CPU."""
-    rounded = -(-width // BF16_WIDTH_MULTIPLE) * BF16_WIDTH_MULTIPLE
-    return rounded if limit is None else min(rounded, limit)
+def bf16_width(width: int) -> int:
+    """``width`` rounded up to a multiple of ``BF16_WIDTH_MULTIPLE``, for bf16 on the CPU."""
+    return -(-width // BF16_WIDTH_MULTIPLE) * BF16_WIDTH_MULTIPLE

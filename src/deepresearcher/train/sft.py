@@ -30,7 +30,6 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import SFTConfig
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.output_layer import next_token_logits
-from deepresearcher.train.precision import bf16_width
 
 logger = logging.getLogger(__name__)
 
@@ -57,15 +56,12 @@ def next_token_loss(model: Any, input_ids: Any, attention_mask: Any, weights: An
     return sft_loss(logits, input_ids[:, 1:][where], weights[:, 1:][where])
 
 
-def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int,
-            width: Callable[[int], int] | None = None) -> tuple[Any, Any, Any]:
-    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``;
-    ``width`` maps the longest row's length to the padded width (default: that length)."""
+def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int) -> tuple[Any, Any, Any]:
+    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``."""
     import torch
 
     rows = [(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories]
-    longest = max(len(ids) for ids, _ in rows)
-    width = width(longest) if width is not None else longest
+    width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     weights = torch.zeros((len(rows), width), dtype=torch.float32)
@@ -116,8 +112,7 @@ def train_sft(
 
     AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled
     each pass, from a generator seeded with ``cfg.seed``. ``bf16``: the forward pass under bfloat16
-    autocast (weights, gradients and optimizer state stay fp32), on the CPU as on a GPU; on the CPU
-    batches are padded to a few widths (see ``deepresearcher.train.precision``).
+    autocast (weights, gradients and optimizer state stay fp32), on the CPU as on a GPU.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -143,8 +138,7 @@ def train_sft(
     start, tokens, loss_value = time.perf_counter(), 0, float("nan")
     for step in range(cfg.steps):
         batch = [trajectories[i] for i in next(batches)]
-        ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id,
-                                     width=bf16_width if bf16 and model.device.type == "cpu" else None)
+        ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
         with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = next_token_loss(model, ids, mask, weights)
         optimizer.zero_grad(set_to_none=True)

@@ -31,7 +31,6 @@ from trl import GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
 from deepresearcher.train.output_layer import next_token_logits, projects_plainly
-from deepresearcher.train.precision import bf16_width
 
 _VISION_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
                   "image_position_ids", "token_type_ids", "mm_token_type_ids")
@@ -97,8 +96,6 @@ class LengthGroupedGRPOTrainer(GRPOTrainer):
             chunk = order[start : start + size].to(input_ids.device)
             used = attention_mask[chunk, prompt_width:].any(0).nonzero()
             keep = int(used[-1]) + 1 if len(used) else 1
-            if self.args.bf16 and input_ids.device.type == "cpu":  # few shapes for oneDNN (see train.precision)
-                keep = bf16_width(prompt_width + keep, limit=input_ids.size(1)) - prompt_width
             chunk_logps, chunk_entropies, aux = self._score_chunk(
                 model, input_ids[chunk, : prompt_width + keep], attention_mask[chunk, : prompt_width + keep],
                 scored[chunk, :keep], compute_entropy, compute_aux_loss)
