@@ -2,13 +2,12 @@
 
 Workload: the quickstart's tiny Qwen2 shape (random weights, fixed seed), batches of 16 random-token
 episodes whose lengths are drawn from 150-900 tokens (one to three hops), a third of the positions scored,
-the SFT loss (``train.sft.next_token_loss``) and AdamW, as ``train_sft`` runs them. Under bf16 on the CPU
-batches are padded as ``train_sft`` pads them (``train.precision.bf16_width``); ``--no-pad`` shows what
-unpadded widths cost (oneDNN builds a kernel per shape). Peak resident memory is the process's
+the SFT loss (``train.sft.next_token_loss``, which pads to few shapes under bf16 on the CPU) and AdamW,
+as ``train_sft`` runs them. Peak resident memory is the process's
 (``ru_maxrss``), so each mode runs in its own process.
 
     deepresearcher bench sft --json
-    deepresearcher bench sft --steps 40 --rounds 1 --no-pad
+    deepresearcher bench sft --steps 40 --rounds 1
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import time
 _VOCAB, _HIDDEN, _LAYERS, _HEADS, _KV_HEADS, _MLP, _BATCH = 4096, 128, 4, 4, 2, 384, 16
 
 
-def run_mode(bf16: bool, steps: int, pad: bool, seed: int) -> dict:
+def run_mode(bf16: bool, steps: int, seed: int) -> dict:
     """Time ``steps`` SFT steps (after one untimed) in this process; returns seconds, tokens/s and peak RSS."""
     import random
     import resource
@@ -31,7 +30,6 @@ def run_mode(bf16: bool, steps: int, pad: bool, seed: int) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from deepresearcher.train.precision import bf16_width
     from deepresearcher.train.sft import next_token_loss
 
     config = Qwen2Config(vocab_size=_VOCAB, hidden_size=_HIDDEN, intermediate_size=_MLP, num_hidden_layers=_LAYERS,
@@ -46,7 +44,6 @@ def run_mode(bf16: bool, steps: int, pad: bool, seed: int) -> dict:
     def step() -> int:
         lengths = [rng.randint(150, 900) for _ in range(_BATCH)]
         width = max(lengths)
-        width = bf16_width(width) if bf16 and pad else width
         ids = torch.randint(2, _VOCAB, (_BATCH, width))
         mask = torch.zeros_like(ids)
         weights = torch.zeros(_BATCH, width)
@@ -74,22 +71,21 @@ def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="deepresearcher bench sft")
     parser.add_argument("--steps", type=int, default=20, help="Timed SFT steps per measurement.")
     parser.add_argument("--rounds", type=int, default=2, help="fp32 / bf16 pairs, alternated.")
-    parser.add_argument("--no-pad", action="store_true", help="bf16 without padding widths to few shapes.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", choices=["fp32", "bf16"], help=argparse.SUPPRESS)  # one measurement, in a child
     args = parser.parse_args(argv)
     if args.mode:
-        return run_mode(args.mode == "bf16", args.steps, not args.no_pad, args.seed)
+        return run_mode(args.mode == "bf16", args.steps, args.seed)
     from deepresearcher.train.precision import cpu_has_native_bf16
 
     runs: dict[str, list[dict]] = {"fp32": [], "bf16": []}
     for _ in range(args.rounds):
         for mode in ("fp32", "bf16"):
             child = [sys.executable, "-m", "deepresearcher.cli.main", "bench", "sft", "--mode", mode,
-                     "--steps", str(args.steps), "--seed", str(args.seed), *(["--no-pad"] if args.no_pad else [])]
+                     "--steps", str(args.steps), "--seed", str(args.seed)]
             out = subprocess.run(child, check=True, capture_output=True, text=True, env=os.environ).stdout
             runs[mode].append(json.loads(out[out.index("{"):]))
     speed = {mode: sum(r["tokens_per_s"] for r in rs) / len(rs) for mode, rs in runs.items()}
-    return {"benchmark": "sft", "steps": args.steps, "padded_widths": not args.no_pad,
+    return {"benchmark": "sft", "steps": args.steps,
             "cpu_has_native_bf16": cpu_has_native_bf16(), "runs": runs,
             "bf16_speedup": round(speed["bf16"] / speed["fp32"], 3)}
