@@ -144,3 +144,13 @@ def test_bf16_sft_runs_forward_in_bfloat16_and_keeps_fp32_weights(bf16: bool, ti
     assert losses[-1] < losses[0] - 0.5
     saved = AutoModelForCausalLM.from_pretrained(result.model_dir)
     assert {p.dtype for p in saved.parameters()} == {torch.float32}
+
+
+def test_only_masks_of_right_padded_rows_are_left_out() -> None:
+    """Right padding is hidden by causal attention alone; padding before a real token (a left-padded prompt,
+    a hole) needs the mask."""
+    from deepresearcher.train.output_layer import right_padded
+
+    assert right_padded(torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]))
+    assert not right_padded(torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+    assert not right_padded(torch.tensor([[1, 0, 1, 1]]))

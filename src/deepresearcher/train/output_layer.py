@@ -26,19 +26,32 @@ def projects_plainly(model: Any) -> bool:
     return not hasattr(model, "peft_config") and all(getattr(config, name, None) is None for name in _LOGIT_TRANSFORMS)
 
 
+def right_padded(attention_mask: Any) -> bool:
+    """Whether every row of ``attention_mask`` is ones then zeros (no padding before a real token)."""
+    return bool((attention_mask[:, :-1] >= attention_mask[:, 1:]).all())
+
+
 def next_token_logits(model: Any, input_ids: Any, attention_mask: Any, where: Any) -> Any:
     """``[n, vocab]`` logits predicting token ``t+1`` at each position ``t`` where ``where`` (``[rows, len-1]``,
     bool) is set, row by row; only those positions go through the output layer when the model allows it.
 
     Under bf16 autocast on the CPU the batch gets padding columns and the output layer padding rows, up to
     multiples of ``BF16_WIDTH_MULTIPLE`` (oneDNN builds a kernel per shape; see ``train.precision``); the
-    padding is masked out and cut off, so the logits are the same."""
+    padding is masked out and cut off, so the logits are the same.
+
+    A batch padded only on the right (SFT's) goes without its mask: causal attention already keeps every
+    real position from seeing the padding after it, and without a mask sdpa skips the half of the scores
+    above the diagonal (an explicit mask makes it compute them all).
+    """
     width = input_ids.size(1)
+    if right_padded(attention_mask):
+        attention_mask = None
     few_shapes = input_ids.device.type == "cpu" and torch.is_autocast_enabled("cpu")
     if few_shapes:
         extra = bf16_width(width) - width
         input_ids = torch.nn.functional.pad(input_ids, (0, extra))
-        attention_mask = torch.nn.functional.pad(attention_mask, (0, extra))
+        if attention_mask is not None:
+            attention_mask = torch.nn.functional.pad(attention_mask, (0, extra))
     if not projects_plainly(model):
         return model(input_ids=input_ids, attention_mask=attention_mask).logits[:, : width - 1][where]
     hidden = model.base_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
