@@ -51,3 +51,26 @@ def test_dry_run_of_registry_benchmarks_with_splits_and_limit(tmp_path, shared_d
     report = json.loads(result.output)
     assert report["per_benchmark"] == {"hotpotqa:distractor_dev": 5, "2wiki:flashrag_dev": 5}
     assert report["problem_count"] == 1 and "nosuch" in report["problems"][0] and result.exit_code == 1
+
+
+def test_dry_run_of_a_data_file_checks_only_the_benchmarks_named(tmp_path):
+    """`--data FILE -b NAME` checks the rows `eval` would run (those of NAME), and naming a benchmark the
+    file lacks is a problem that lists what the file holds, as `eval` itself says."""
+    rows = [{"id": f"{source}{i}", "question": f"Q {i}?", "golden_answers": ["x"], "data_source": source}
+            for source in ("nq", "hotpotqa") for i in range(3)]
+    rows.append({"id": "dup", "question": "Q?", "golden_answers": ["x"], "data_source": "nq"})
+    rows.append({"id": "dup", "question": "Q again?", "golden_answers": ["y"], "data_source": "nq"})
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+
+    def check(names: str) -> dict:
+        out = tmp_path / "x"
+        result = CliRunner().invoke(app, ["eval", "--data", str(path), "-b", names, "--dry-run", "--out", str(out)])
+        return json.loads(result.output) | {"exit_code": result.exit_code}
+
+    hotpot = check("hotpotqa")
+    assert hotpot["per_benchmark"] == {"hotpotqa": 3} and hotpot["ok"] and hotpot["exit_code"] == 0
+    both = check("hotpotqa,nq")
+    assert both["per_benchmark"] == {"hotpotqa": 3, "nq": 5} and "appears 2 times" in " ".join(both["problems"])
+    missing = check("musique")
+    assert missing["exit_code"] == 1 and "its rows are from: hotpotqa, nq" in " ".join(missing["problems"])

@@ -61,7 +61,7 @@ def dry_run(config: Config, data_file: str | Path | None = None) -> DryRunReport
     """Validate the questions ``deepresearcher eval`` would run, row by row for ``data_file``."""
     report = DryRunReport()
     if data_file is not None:
-        from deepresearcher.eval.runner import data_file_split
+        from deepresearcher.eval.runner import data_file_split, file_benchmarks
 
         split = data_file_split(config, data_file)
         grouped: dict[str, list[QATask]] = {}
@@ -74,8 +74,13 @@ def dry_run(config: Config, data_file: str | Path | None = None) -> DryRunReport
                 continue
             report.valid += 1
             grouped.setdefault(task.source, []).append(task)
-        for label, tasks in grouped.items():
-            _check_tasks(report, label, tasks)
+        try:
+            labels = file_benchmarks(config, data_file, grouped) if report.valid else []
+        except DeepResearcherError as exc:
+            report.add_problem(str(exc))
+            return report
+        for label in labels:  # the benchmarks the eval would run, as `eval --data` selects them
+            _check_tasks(report, label, grouped[label])
         return report
     from deepresearcher.eval.runner import load_eval_tasks
 

@@ -41,6 +41,7 @@ __all__ = [
     "TRAJECTORIES",
     "EvalResult",
     "data_file_split",
+    "file_benchmarks",
     "load_eval_tasks",
     "read_records",
     "run_eval",
@@ -94,16 +95,7 @@ def load_eval_tasks(config: Config, data_file: str | Path | None = None) -> dict
         grouped: dict[str, list[QATask]] = {}
         for task in tasks:
             grouped.setdefault(task.source, []).append(task)
-        wanted = [b.split(":")[0] for b in ev.benchmarks]
-        keep = [b for b in wanted if b in grouped] if "benchmarks" in ev.model_fields_set else list(grouped)
-        if not keep:
-            held = ", ".join(f"{s} (rows without a data_source)" if s == "unknown" else s for s in sorted(grouped))
-            raise DataError(
-                f"{data_file} has no rows of the benchmarks eval.benchmarks asks for ({', '.join(wanted)}); "
-                f"its rows are from: {held or 'none (the file is empty)'}. Name those with --benchmarks, or give "
-                "the rows a data_source."
-            )
-        return {b: grouped[b][: ev.limit] for b in keep}
+        return {b: grouped[b][: ev.limit] for b in file_benchmarks(config, data_file, grouped)}
     out: dict[str, list[QATask]] = {}
     for spec in ev.benchmarks:
         name, _, split = spec.strip().partition(":")
@@ -115,6 +107,21 @@ def load_eval_tasks(config: Config, data_file: str | Path | None = None) -> dict
         if not out[label]:
             raise DataError(f"Benchmark {spec!r} has no questions; check its split and data files.")
     return out
+
+
+def file_benchmarks(config: Config, data_file: str | Path, grouped: dict[str, list[QATask]]) -> list[str]:
+    """The benchmarks of a data file's rows (``grouped`` by source) that the eval runs: those
+    ``eval.benchmarks`` names, or all of them when it is left at its default; a DataError if none."""
+    wanted = [b.split(":")[0] for b in config.eval.benchmarks]
+    keep = [b for b in wanted if b in grouped] if "benchmarks" in config.eval.model_fields_set else list(grouped)
+    if not keep:
+        held = ", ".join(f"{s} (rows without a data_source)" if s == "unknown" else s for s in sorted(grouped))
+        raise DataError(
+            f"{data_file} has no rows of the benchmarks eval.benchmarks asks for ({', '.join(wanted)}); "
+            f"its rows are from: {held or 'none (the file is empty)'}. Name those with --benchmarks, or give "
+            "the rows a data_source."
+        )
+    return keep
 
 
 def data_file_split(config: Config, data_file: str | Path) -> str:
