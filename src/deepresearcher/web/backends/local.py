@@ -251,14 +251,14 @@ def build_index(docs: Iterable[dict], out_dir: str | Path, stats: BuildStats | N
         codec.save(out_dir)
     # ``stats`` describes the corpus read so far, which is ahead of the documents indexed while the
     # first ones are: no checkpoint before they are all in.
-    in_step = stats.documents + len(first)
+    in_sync_from = stats.documents + len(first)
     for doc, body in itertools.chain(first, ((doc, _body(doc)) for doc in docs)):
         writer.add_document(_document(doc, body, codec))
         stats.documents += 1
         if stats.documents % 1000 == 0:
             if on_progress:
                 on_progress(stats.documents)
-            if corpus is not None and stats.documents % commit_every == 0 and stats.documents >= in_step:
+            if corpus is not None and stats.documents % commit_every == 0 and stats.documents >= in_sync_from:
                 writer.commit()
                 _checkpoint(out_dir, Path(corpus), stats)
     writer.commit()
