@@ -310,12 +310,13 @@ def _checkpoint(out_dir: Path, corpus: Path, stats: BuildStats) -> None:
 
 @dataclass
 class StoredDocument:
-    """What the index keeps of a document: its body decompressed, its HTML (if the corpus had it) decoded."""
+    """What the index keeps of a document: its body decompressed, its HTML (if the corpus had it) as stored
+    (decoded only by ``get_page``: a search hit needs the body, not a page of HTML)."""
 
     url: str
     title: str
     body: str
-    html: str | None
+    html: bytes | None
 
 
 class LocalIndex:
@@ -496,7 +497,7 @@ class LocalIndex:
             body = self._codec.decompress(bytes(frame)) if frame else ""
         html = doc.get_first("html")
         return StoredDocument(url=doc.get_first("url"), title=doc.get_first("title") or "", body=body,
-                              html=bytes(html).decode("utf-8", errors="replace") if html else None)
+                              html=bytes(html) if html else None)
 
     def hits(self, parsed: tantivy.Query | None, docs: list[tuple[float, StoredDocument]]) -> list[SearchHit]:
         """Search hits with a query-aware snippet of each document's body."""
@@ -529,7 +530,8 @@ class LocalIndex:
             result = self._searcher.search(query, 1)
             if result.hits:
                 doc = self._stored(self._searcher.doc(result.hits[0][1]))
-                return Page(url=candidate, title=doc.title, html=doc.html, text=None if doc.html else doc.body)
+                html = doc.html.decode("utf-8", errors="replace") if doc.html else None
+                return Page(url=candidate, title=doc.title, html=html, text=None if html else doc.body)
         return None
 
 
