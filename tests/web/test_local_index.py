@@ -218,15 +218,19 @@ def _hits(found) -> list[tuple[float, int, int]]:
     return [(score, address.segment_ord, address.doc) for score, address in found]
 
 
-def test_the_driven_top_k_equals_the_whole_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Queries of frequent words plus a rarer one, as in the benchmark: ``top`` (candidates with a query word
-    in the title or the rarest word in the body, proven or completed by a second pass) returns exactly the
-    whole query's hits and scores, and each of its ways to answer is taken."""
+@pytest.mark.parametrize("generator_min_docs", [1, 50])
+def test_the_driven_top_k_equals_the_whole_query(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 generator_min_docs: int) -> None:
+    """Queries of frequent words plus a rarer one, as in the benchmark: ``top`` (candidates from the terms
+    with the highest best scores, proven or completed by a second pass) returns exactly the whole query's
+    hits and scores, and each of its ways to answer is taken; with few candidates (1 x k documents) and
+    with as many as on a wiki-size index."""
     import random
 
     from deepresearcher.web.backends import local
 
     monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)  # small indexes answer with the whole query
+    monkeypatch.setattr(local, "GENERATOR_MIN_DOCS", generator_min_docs)
 
     build_index(iter(_zipf_docs(3000)), tmp_path / "index")
     index = LocalIndex(tmp_path / "index")
@@ -268,6 +272,31 @@ def test_the_driven_top_k_finds_pages_without_the_rarest_word_or_a_title_match(
     assert _hits(index.top("alpha beta okapi", 10)[1]) == _hits(index.top_whole("alpha beta okapi", 10)[1])
     hits = index.search("alpha beta zebra", 10)
     assert len(hits) == 10 and {"https://a.example/both", "https://a.example/200"} <= {h.url for h in hits}
+
+
+def test_the_driven_top_k_finds_a_page_by_a_title_word_outside_the_candidates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Candidates are the pages titled with the rare word (the highest-scoring term alone); the best page is
+    titled with the frequent word and has the other word in its body many times: only the second pass's
+    intersection of a title list with a body list can find it."""
+    from deepresearcher.web.backends import local
+
+    monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)
+    monkeypatch.setattr(local, "GENERATOR_MIN_DOCS", 1)
+    docs = [{"url": f"https://a.example/{i}", "title": f"Page {i}", "text": f"filler{i} " + "words " * 40}
+            for i in range(400)]
+    for i in range(30):
+        docs[i]["title"] = f"Alpha {i}"
+        docs[40 + i]["text"] += " beta"
+    for i in range(12):
+        docs[100 + i]["title"] = f"Zebra {i}"
+    docs.append({"url": "https://a.example/best", "title": "Alpha", "text": "beta beta beta beta beta"})
+    build_index(iter(docs), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    found = index.top("alpha beta zebra", 10)[1]
+    assert index.top_paths == {"driven+second": 1}
+    assert _hits(found) == _hits(index.top_whole("alpha beta zebra", 10)[1])
+    assert index.search("alpha beta zebra", 1)[0].url == "https://a.example/best"
 
 
 def test_the_build_records_frequent_words_best_body_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
