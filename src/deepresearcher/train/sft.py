@@ -120,7 +120,7 @@ def train_sft(
     if not trajectories:
         raise ValueError("SFT needs at least one trajectory")
     if cfg.steps < 1:
-        raise ConfigError("train.sft.steps is 0: set it to the number of SFT optimizer steps (the quickstart uses 450).")
+        raise ConfigError("train.sft.steps is 0: set it to the number of SFT optimizer steps (configs/quickstart.yaml uses 900).")
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     model.train()
