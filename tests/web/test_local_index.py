@@ -373,3 +373,21 @@ def test_an_index_of_format_3_with_bodies_in_the_doc_store_is_still_read(tmp_pat
     local = LocalIndex(tmp_path)
     assert local.get_page("https://a.example/z").text == "Zebras have stripes."
     assert local.search("stripes", 1)[0].snippet == "Zebras have stripes"  # the fragment around the match
+
+
+def test_preload_reads_the_query_files_and_skips_an_index_too_big_for_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``preload`` reads every posting, term dictionary and field norm file (not the document store), and
+    reads nothing where they would take more than its share of the memory; queries answer the same."""
+    from deepresearcher.web.backends import local
+
+    build_index(iter(_zipf_docs(500)), tmp_path / "index")
+    index = LocalIndex(tmp_path / "index")
+    before = _hits(index.top("w3 w40 w900", 10)[1])
+    query_files = [p for p in (tmp_path / "index").iterdir() if p.suffix in (".idx", ".term", ".fieldnorm")]
+    assert query_files and index.preload() == sum(p.stat().st_size for p in query_files)
+    store = sum(p.stat().st_size for p in (tmp_path / "index").iterdir() if p.suffix == ".store")
+    assert store > 0  # the document store exists and is not counted
+    monkeypatch.setattr(local, "PRELOAD_MAX_MEMORY_SHARE", 1e-12)
+    assert index.preload() == 0
+    assert _hits(index.top("w3 w40 w900", 10)[1]) == before

@@ -34,3 +34,19 @@ async def test_remote_and_in_process_environments_give_identical_observations(wo
     assert (local_type, remote_type) == (WebEnvironment, RemoteEnvironment)
     assert remote == local
     assert task.chain[0].value in orjson.dumps(local[1]).decode()
+
+
+async def test_a_handler_preloads_its_local_index_as_it_starts(world_config, caplog) -> None:
+    """The handler warms the local index's postings before it answers (its first queries then do not wait
+    on the disk): the environment reads them, and the start says how much."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="deepresearcher.web.server")
+    with handler_thread(create_app(world_config)):
+        pass
+    assert any("postings preloaded" in record.getMessage() for record in caplog.records)
+    env = WebEnvironment.from_config(world_config)
+    try:
+        assert env.preload() > 0
+    finally:
+        await env.aclose()

@@ -9,7 +9,8 @@ from anywhere in the vocabulary.
 
 Per size: build seconds and docs/s, peak memory while building and while serving (sampled from
 /proc by this process: anonymous memory, i.e. the heap, and resident total, which also counts the
-index's memory-mapped file pages the OS can drop), index bytes against corpus bytes, and per-query
+index's memory-mapped file pages the OS can drop), index bytes against corpus bytes, and, after the
+postings are preloaded as ``deepresearcher serve`` does at start (``LocalIndex.preload``, timed), per-query
 latency p50/p99 end to end (``LocalIndex.search``: BM25 top-k plus a snippet per hit, one thread)
 with the mean split into search, document fetch and snippet, and how the search found its top-k
 (``LocalIndex.top``'s driven evaluation against the whole query: the share of queries each way answered,
@@ -160,6 +161,13 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
 
 
+def _preload(index: LocalIndex) -> dict:
+    """Warm the postings as ``deepresearcher serve`` does at start (``LocalIndex.preload``), timed."""
+    started = time.perf_counter()
+    loaded = index.preload()
+    return {"preloaded_mb": _mb(loaded), "preload_seconds": round(time.perf_counter() - started, 1)}
+
+
 def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
     """End-to-end latency of ``index.search`` and the mean time of its three steps; then ``top`` against
     the whole query (``top_whole``, every posting scored): their top-k overlap and the whole query's time."""
@@ -238,6 +246,7 @@ def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], t
     corpus_bytes = _prefix_bytes(corpus, docs)
     with sampler.running():
         index = LocalIndex(index_dir)
+        preload = _preload(index)
         latency = measure_queries(index, queries, top_k)
         segments = index.num_segments
         del index
@@ -253,6 +262,7 @@ def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], t
         "index_to_corpus": round(index_bytes / corpus_bytes, 3),
         "segments": segments,
         "top_k": top_k,
+        **preload,
         **latency,
         "serve_peak_anon_mb": _mb(sampler.peak_anon),
         "serve_peak_rss_mb": _mb(sampler.peak_rss),
@@ -265,11 +275,12 @@ def measure_serving(index_dir: Path, queries: list[str], top_k: int) -> dict:
     sampler = MemorySampler()
     with sampler.running():
         index = LocalIndex(index_dir)
+        preload = _preload(index)
         latency = measure_queries(index, queries, top_k)
         documents, segments = index.num_docs, index.num_segments
         del index
     return {"load_average_start_end": [round(load_start, 1), round(os.getloadavg()[0], 1)], "documents": documents,
-            "reused_index": True, "segments": segments, "top_k": top_k, **latency,
+            "reused_index": True, "segments": segments, "top_k": top_k, **preload, **latency,
             "serve_peak_anon_mb": _mb(sampler.peak_anon), "serve_peak_rss_mb": _mb(sampler.peak_rss)}
 
 

@@ -132,6 +132,11 @@ class WebEnvironment:
             pages = LivePageSource(PageFetcher(config.fetch, extractor=config.browse.extractor), cache)
         return cls(backend, pages, make_reader(config), config, cache)
 
+    def preload(self) -> int:
+        """Bring the local index's postings into the OS page cache (``LocalIndex.preload``), so that a server's
+        first queries do not wait on the disk; the bytes read, 0 with a live backend."""
+        return self.pages.index.preload() if isinstance(self.pages, LocalPageSource) else 0
+
     async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
         """Run each query concurrently; one result per query, in order, errors included."""
         top_k = top_k or self.config.search.top_k

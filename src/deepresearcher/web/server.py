@@ -213,7 +213,11 @@ def _bearer_token(config: Config) -> bytes | None:
 def _default_factory(config: Config) -> Environment:
     from deepresearcher.web.environment import WebEnvironment  # heavy: indexes, readers
 
-    return WebEnvironment.from_config(config)
+    env = WebEnvironment.from_config(config)
+    started = time.perf_counter()
+    if loaded := env.preload():
+        logger.info("local index postings preloaded: %.0f MB in %.1f s", loaded / 1e6, time.perf_counter() - started)
+    return env
 
 
 class _Handler:
