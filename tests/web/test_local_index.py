@@ -299,25 +299,34 @@ def test_the_driven_top_k_finds_a_page_by_a_title_word_outside_the_candidates(
     assert index.search("alpha beta zebra", 1)[0].url == "https://a.example/best"
 
 
-def test_the_build_records_frequent_words_best_body_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bound ``top`` proves its top-k with is each word's best body score: recorded at build for words in
-    at least MAX_SCORE_MIN_DOCS bodies, equal to a search for the word alone; an index without the record
-    (built before it) finds them when queried and answers the same."""
+def test_the_build_records_frequent_words_best_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bounds ``top`` proves its top-k with are each term's best score: recorded at build for words in at
+    least MAX_SCORE_MIN_DOCS bodies and TITLE_SCORE_MIN_DOCS titles, equal to a search for the term alone (the
+    title boosted); an index with a body-only record, or none (built before them), answers the same."""
     from deepresearcher.web.backends import local
 
     monkeypatch.setattr(local, "MAX_SCORE_MIN_DOCS", 50)
+    monkeypatch.setattr(local, "TITLE_SCORE_MIN_DOCS", 20)
     monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)
     build_index(iter(_zipf_docs(1500)), tmp_path / "index")
-    recorded = orjson.loads((tmp_path / "index" / local.MAX_SCORES_FILE).read_bytes())
+    scores_file = tmp_path / "index" / local.MAX_SCORES_FILE
+    recorded = orjson.loads(scores_file.read_bytes())
     index = LocalIndex(tmp_path / "index")
-    docs = {f"w{i}": index._searcher.doc_freq("body", f"w{i}") for i in range(5000)}
-    assert set(recorded) == {w for w, n in docs.items() if 50 <= n <= 150} and len(recorded) > 20
-    for word, score in recorded.items():
+    bodies = {f"w{i}": index._searcher.doc_freq("body", f"w{i}") for i in range(5000)}
+    titles = {f"w{i}": index._searcher.doc_freq("title", f"w{i}") for i in range(5000)}
+    assert set(recorded["body"]) == {w for w, n in bodies.items() if 50 <= n <= 150} and len(recorded["body"]) > 20
+    assert set(recorded["title"]) == {w for w, n in titles.items() if n >= 20} and len(recorded["title"]) > 5
+    for word, score in recorded["body"].items():
         assert score == index._searcher.search(local._term(index._schema, "body", word), 1).hits[0][0]
-    query = "w12 w25 w38 w1200"
-    expected = _hits(index.top(query, 10)[1])
-    (tmp_path / "index" / local.MAX_SCORES_FILE).unlink()
-    assert _hits(LocalIndex(tmp_path / "index").top(query, 10)[1]) == expected
+    for word, score in recorded["title"].items():
+        title = tantivy.Query.boost_query(local._term(index._schema, "title", word), local.TITLE_BOOST)
+        assert score == index._searcher.search(title, 1).hits[0][0]
+    queries = ["w12 w25 w38 w1200", "w1 w3 w5 w900", "w2 w4 w3000"]
+    expected = [_hits(index.top(query, 10)[1]) for query in queries]
+    scores_file.write_bytes(orjson.dumps(recorded["body"]))  # the record of an index built before titles were
+    assert [_hits(LocalIndex(tmp_path / "index").top(query, 10)[1]) for query in queries] == expected
+    scores_file.unlink()
+    assert [_hits(LocalIndex(tmp_path / "index").top(query, 10)[1]) for query in queries] == expected
 
 
 def _zipf_corpus(path: Path, n: int, seed: int = 0) -> tuple[Path, list[str]]:
