@@ -501,13 +501,13 @@ class LocalIndex:
         (a word in the title, or in the body) that score highest alone: a query word in a short title.
 
         How, exactly (MaxScore's split of essential and bounded terms, in two passes): (1) candidates are
-        the documents of the *generating* terms, those whose best score is at least
-        ``GENERATOR_SCORE_SHARE`` of the query's highest (where they are too many or have too few hits:
-        every title term and the rarest body word); each candidate is scored with the whole query by seeking the other
-        lists to it (tantivy's ``Must`` candidates with one nested ``Should`` per term), so the long lists
-        are visited only at the candidates. (2) A document outside the candidates scores at most the sum
-        of the best scores of the other terms it has (body bests recorded at build, ``MAX_SCORES_FILE``,
-        the rest found when first queried); if all of them together stay below the k-th score the top-k is
+        the documents of the *generating* terms, those with the highest best scores taken until they hold
+        ``GENERATOR_MIN_DOCS`` x k documents (where scoring them would cost too much, or they give fewer than
+        k hits: every title term and the rarest body word); each candidate is scored with the whole query by
+        seeking the other lists to it (tantivy's ``Must`` candidates with one nested ``Should`` per term), so
+        the long lists are visited only at the candidates. (2) A document outside the candidates scores at
+        most the sum of the best scores of the other terms it has (recorded at build for frequent words,
+        ``MAX_SCORES_FILE``, the rest found when first queried); if all of them together stay below the k-th score the top-k is
         proven (``top_paths["driven"]``). (3) Otherwise every smallest set of those terms whose best scores
         reach the k-th score is intersected (documents with all of its terms) and scored the same way, and
         the two top-k merge (``"driven+second"``). Scores are the whole query's (the same terms summed in
@@ -545,11 +545,11 @@ class LocalIndex:
             self.top_paths["driven"] += 1
             return found
         reaching = _reaching_sets(bounded, threshold)
-        if sum(min(t.docs for t in terms) * len(terms) for terms in reaching) > SECOND_MAX_COST * whole_cost:
+        if sum(min(t.docs for t in group) * len(group) for group in reaching) > SECOND_MAX_COST * whole_cost:
             return None
         Q, Occur = tantivy.Query, tantivy.Occur
         second = Q.boolean_query([(Occur.Should, Q.boolean_query([(Occur.Must, _term(self._schema, t.field, t.word))
-                                                                  for t in terms])) for terms in reaching])
+                                                                  for t in group])) for group in reaching])
         more = self._searcher.search(self._scored(second, words), top_k, count=False).hits
         self.top_paths["driven+second"] += 1
         merged = {(a.segment_ord, a.doc): (score, a) for score, a in found + more}  # the same doc, the same score
