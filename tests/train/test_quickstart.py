@@ -58,6 +58,9 @@ def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, 
     assert baselines["n"]["all"] == 6 and {"type_prior", "relation_prior", "cannot_find", "best"} <= baselines["f1"].keys()
     assert baselines["margin_over_best"]["all"] == pytest.approx(summary["after_grpo"]["f1"] - baselines["f1"]["best"]["all"])
     assert summary["calibration"]["sft_tokens_per_second"] > 0
+    during = summary["calibration_during_run"]  # a machine that slows down mid-run shows it
+    assert set(during) == {"start", "after SFT", "end"} and min(during.values()) > 0
+    assert during["end"] == summary["calibration"]["sft_tokens_per_second"] and "during the run: start" in output
     page = (run / "report.html").read_text()
     assert "after SFT:" in output and "after GRPO:" in output and "F1 gain" in page
     assert "no-tools baselines" in output and "SFT tokens/s" in output

@@ -87,6 +87,9 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
                           "(e.g. runs/quickstart/sft_model); a from-scratch model cannot find the tool format by RL.")
     run = RunDir(cfg.runs_dir / cfg.run_name)
     run.write_config(config)
+    from deepresearcher.train.calibration import measure_machine
+
+    calibrations = {"start": measure_machine()}  # and after SFT and at the end: the machine's speed during the run
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -127,6 +130,8 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             )
             say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")
             lap("sft")
+            calibrations["after SFT"] = measure_machine()
+            clock = time.perf_counter()  # the calibration is not the next step's time
         else:  # train.sft.steps 0: the given model is already the warm start
             sft_dir = base
             say(f"sft: skipped (train.sft.steps=0); GRPO starts from {base}")
@@ -166,7 +171,8 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"tasks; format-error rate {after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
     summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
-                                      test_tasks=test_tasks, timings=timings, notes=notes, say=say)
+                                      test_tasks=test_tasks, timings=timings, calibrations=calibrations,
+                                      notes=notes, say=say)
     return summary
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from deepresearcher.config import Config
+from deepresearcher.train.calibration import Calibration
 from deepresearcher.train.run_dir import RunDir
 
 _TURN_FIELDS = {"text": True, "format_error": True, "tool_call": {"name", "arguments", "observation", "error"}}
@@ -61,13 +62,16 @@ def write_quickstart_report(
     train_tasks: list[dict[str, Any]],
     test_tasks: list[dict[str, Any]],
     timings: dict[str, float],
+    calibrations: dict[str, Calibration] | None = None,
     notes: list[str] | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Add baselines and the calibration to ``summary``, write it with ``report.html`` and the trajectory pages.
 
     ``stages`` maps a stage name ("after SFT", "after GRPO") to its evaluation (``.rows``, one
-    ``heldout_row`` per test task). Returns the completed summary.
+    ``heldout_row`` per test task). ``calibrations`` are the machine's figures taken earlier in the run
+    ("start", "after SFT"); one more is taken here ("end"): a machine that slowed down during the run shows
+    it, where one figure at the end would not. Returns the completed summary.
     """
     from deepresearcher.eval.baselines import (
         fit_baselines,
@@ -83,11 +87,14 @@ def write_quickstart_report(
     model_f1 = {stage: model_f1_by_type(result.rows, types) for stage, result in stages.items()}
     final = list(stages)[-1]
     calibration = measure_machine()
+    during = {**(calibrations or {}), "end": calibration}
     best, margin = baselines.f1["best"]["all"], model_f1[final]["all"] - baselines.f1["best"]["all"]
     say(f"no-tools baselines (fitted on {len(train_tasks)} training tasks): best F1 {best:.3f}; "
         f"{final}: {model_f1[final]['all']:.3f}, margin {100 * margin:+.1f} points")
-    say(f"machine: {calibration.describe()}")
+    speeds = ", ".join(f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items())
+    say(f"machine: {calibration.describe()}; during the run: {speeds}")
     summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final]), "calibration": calibration.to_dict(),
+               "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
                "f1_by_type": model_f1}
 
     pages = {}
@@ -111,8 +118,9 @@ def write_quickstart_report(
          f"{final}: F1 {model_f1[final]['all']:.3f}; the best no-tools baseline, fitted on the {len(train_tasks)} "
          f"training tasks only, scores {best:.3f}: a margin of {100 * margin:+.1f} F1 points."),
         *(notes or []),
-        (f"Steps took {total:.0f} s in all on this machine: {calibration.describe()}. A slower machine shows a "
-         "lower figure; the same figure with longer steps means a costlier recipe."),
+        (f"Steps took {total:.0f} s in all on this machine: {calibration.describe()}; the same figure during the "
+         f"run: {speeds} tokens/s. A slower machine shows a lower figure; the same figure with longer steps "
+         "means a costlier recipe."),
     ]
     tables = {
         "Held-out F1 by task type, beside the no-tools baselines": [
@@ -121,7 +129,7 @@ def write_quickstart_report(
                                 for kind, s in result.by_type().items()],
         "Timings": [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
                    + [{"step": "total", "seconds": f"{total:.1f}"},
-                      {"step": "calibration (not in total)", "seconds": f"{calibration.seconds:.1f}"}],
+                      {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}"}],
     }
     lead.append("Held-out trajectories, with baselines, one page per evaluation: "
                 + ", ".join(f"`{href}`" for href in pages.values()) + "; and all of them below.")
