@@ -384,19 +384,25 @@ def test_an_index_of_format_3_with_bodies_in_the_doc_store_is_still_read(tmp_pat
     assert local.search("stripes", 1)[0].snippet == "Zebras have stripes"  # the fragment around the match
 
 
-def test_preload_reads_the_query_files_and_skips_an_index_too_big_for_memory(
+def test_preload_reads_the_postings_then_the_store_while_they_fit_in_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``preload`` reads every posting, term dictionary and field norm file (not the document store), and
-    reads nothing where they would take more than its share of the memory; queries answer the same."""
+    """``preload`` reads every posting, term dictionary and field norm file, then the document store, each
+    only while what it read fits in its share of the memory; queries answer the same."""
+    import os
+
     from deepresearcher.web.backends import local
 
     build_index(iter(_zipf_docs(500)), tmp_path / "index")
     index = LocalIndex(tmp_path / "index")
     before = _hits(index.top("w3 w40 w900", 10)[1])
-    query_files = [p for p in (tmp_path / "index").iterdir() if p.suffix in (".idx", ".term", ".fieldnorm")]
-    assert query_files and index.preload() == sum(p.stat().st_size for p in query_files)
-    store = sum(p.stat().st_size for p in (tmp_path / "index").iterdir() if p.suffix == ".store")
-    assert store > 0  # the document store exists and is not counted
-    monkeypatch.setattr(local, "PRELOAD_MAX_MEMORY_SHARE", 1e-12)
+    files = list((tmp_path / "index").iterdir())
+    postings = sum(p.stat().st_size for p in files if p.suffix in (".idx", ".term", ".fieldnorm"))
+    store = sum(p.stat().st_size for p in files if p.suffix == ".store")
+    assert postings > 0 and store > 0
+    assert index.preload() == postings + store
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    monkeypatch.setattr(local, "PRELOAD_MAX_MEMORY_SHARE", (postings + store / 2) / memory)
+    assert index.preload() == postings, "the store does not fit beside the postings"
+    monkeypatch.setattr(local, "PRELOAD_MAX_MEMORY_SHARE", postings / 2 / memory)
     assert index.preload() == 0
     assert _hits(index.top("w3 w40 w900", 10)[1]) == before
