@@ -1,6 +1,7 @@
 """SFT step speed and memory of the quickstart model in fp32 and in bf16 autocast, alternated in one run.
 
-Workload: the quickstart's tiny Qwen2 shape (random weights, fixed seed), batches of 16 random-token
+Workload: the shipped quickstart recipe's tiny Qwen2 shape (``train.tiny_model``; random weights, fixed
+seed), batches of 16 random-token
 episodes whose lengths are drawn from 150-900 tokens (one to three hops), a third of the positions scored,
 the SFT loss (``train.sft.next_token_loss``, which pads to few shapes under bf16 on the CPU) and AdamW,
 as ``train_sft`` runs them. Peak resident memory is the process's
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 
-_VOCAB, _HIDDEN, _LAYERS, _HEADS, _KV_HEADS, _MLP, _BATCH = 4096, 128, 4, 4, 2, 384, 16
+_BATCH = 16
 
 
 def run_mode(bf16: bool, steps: int, seed: int) -> dict:
@@ -30,11 +31,15 @@ def run_mode(bf16: bool, steps: int, seed: int) -> dict:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
+    from deepresearcher.config import load_config
     from deepresearcher.train.sft import next_token_loss
 
-    config = Qwen2Config(vocab_size=_VOCAB, hidden_size=_HIDDEN, intermediate_size=_MLP, num_hidden_layers=_LAYERS,
-                         num_attention_heads=_HEADS, num_key_value_heads=_KV_HEADS, max_position_embeddings=4096,
-                         tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    shape = load_config("quickstart").train.tiny_model
+    config = Qwen2Config(vocab_size=shape.vocab_size, hidden_size=shape.hidden_size,
+                         intermediate_size=shape.intermediate_size, num_hidden_layers=shape.num_layers,
+                         num_attention_heads=shape.num_heads, num_key_value_heads=shape.num_kv_heads,
+                         max_position_embeddings=4096, tie_word_embeddings=True, pad_token_id=0, eos_token_id=1,
+                         bos_token_id=None)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -44,7 +49,7 @@ def run_mode(bf16: bool, steps: int, seed: int) -> dict:
     def step() -> int:
         lengths = [rng.randint(150, 900) for _ in range(_BATCH)]
         width = max(lengths)
-        ids = torch.randint(2, _VOCAB, (_BATCH, width))
+        ids = torch.randint(2, shape.vocab_size, (_BATCH, width))
         mask = torch.zeros_like(ids)
         weights = torch.zeros(_BATCH, width)
         for row, n in enumerate(lengths):
