@@ -10,7 +10,7 @@ from anywhere in the vocabulary.
 Per size: build seconds and docs/s, peak memory while building and while serving (sampled from
 /proc by this process: anonymous memory, i.e. the heap, and resident total, which also counts the
 index's memory-mapped file pages the OS can drop), index bytes against corpus bytes, and, after the
-postings are preloaded as ``deepresearcher serve`` does at start (``LocalIndex.preload``, timed), per-query
+index is preloaded as ``deepresearcher serve`` does at start (``LocalIndex.preload``, timed), per-query
 latency p50/p99 end to end (``LocalIndex.search``: BM25 top-k plus a snippet per hit, one thread)
 with the mean split into search, document fetch and snippet, and how the search found its top-k
 (``LocalIndex.top``'s driven evaluation against the whole query: the share of queries each way answered,
@@ -162,7 +162,7 @@ def _percentile(sorted_values: list[float], q: float) -> float:
 
 
 def _preload(index: LocalIndex) -> dict:
-    """Warm the postings as ``deepresearcher serve`` does at start (``LocalIndex.preload``), timed."""
+    """Bring the index into the page cache as ``deepresearcher serve`` does at start (``LocalIndex.preload``), timed."""
     started = time.perf_counter()
     loaded = index.preload()
     return {"preloaded_mb": _mb(loaded), "preload_seconds": round(time.perf_counter() - started, 1)}

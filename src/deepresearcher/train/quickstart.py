@@ -71,6 +71,7 @@ def _bf16_where_native(config: Config, say: Say) -> Config:
 
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
+    from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
     from deepresearcher.train.quickstart_report import write_quickstart_report
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
@@ -87,8 +88,6 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
                           "(e.g. runs/quickstart/sft_model); a from-scratch model cannot find the tool format by RL.")
     run = RunDir(cfg.runs_dir / cfg.run_name)
     run.write_config(config)
-    from deepresearcher.train.calibration import measure_machine
-
     calibrations = {"start": measure_machine()}  # and after SFT and at the end: the machine's speed during the run
     timings: dict[str, float] = {}
     clock = time.perf_counter()
