@@ -21,7 +21,7 @@ def index_build(
                                 "Search-R1's id and contents (wiki-18); or a built world directory."),
     out: Path = typer.Option(..., "--out", help="Index directory to create (replaced if it exists)."),
     resume: bool = typer.Option(False, "--resume", help="Go on from the last commit of an interrupted build "
-                                "of the same corpus into --out (commits come every 2M documents)."),
+                                "of the same corpus into --out (commits come every 6M documents)."),
 ) -> None:
     """Index a corpus with tantivy (BM25), streaming it line by line."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn

@@ -3,7 +3,8 @@
 Why: tantivy's doc store compresses 16 KB blocks with LZ4, which finds few repeats in 100-word passages
 and has no entropy coder, so stored bodies were ~0.85x the corpus and a wiki-size index 1.13x it. zstd
 with a dictionary (made for many small records) stores generated passages in 0.58x of their bytes,
-compresses one in ~4 us and decompresses it in ~2 us (`bench search`'s passages, one thread). A corpus
+compresses one in ~3.6 us and decompresses it in ~1.9 us at level 1 (`bench search`'s passages, one thread;
+level 3 took 5.6 us for 0.579x against 0.587x, and the build is CPU-bound). A corpus
 too small to train a dictionary on gets plain zstd frames.
 """
 
@@ -18,7 +19,7 @@ DICTIONARY_FILE = "deepresearcher-body.zdict"  # absent: frames without a dictio
 DICTIONARY_BYTES = 64 * 1024  # 112 KB (zstd's default) compressed no better
 DICTIONARY_SAMPLES = 20_000  # bodies the dictionary is trained on: the first ones of the corpus
 MIN_DICTIONARY_SAMPLES = 1_000  # fewer bodies than this: no dictionary (training would fail or overfit)
-LEVEL = 3
+LEVEL = 1
 
 
 class BodyCodec:

@@ -47,14 +47,19 @@ _FOLDED = "deepresearcher_folded"  # the analyzer's name, stored in the schema
 _LONG_WORD = 40  # the analyzer drops words this long or longer
 MAX_INDEXED_CHARS = 200_000  # text beyond this is not indexed: bounds memory on giant pages
 MAX_STORED_HTML = 5_000_000  # larger pages are cut: extraction time grows with size
-# The writer's memory budget, shared by its threads: large in-memory segments mean fewer segments to
-# merge while building and to visit per query; the build's peak stays under 2 GB at any corpus size.
+# The writer's memory budget, shared by its threads, and the documents between commits. Each commit ends
+# every thread's in-memory segment, and tantivy's log merge policy rewrites eight segments of a size into one
+# in the background: at 21M passages, with 1.5 GB and a commit every 2M, ten segments of ~2M were built and
+# eight merged into one of 16.7M while the last millions were indexed and after them (~110 s of the build's
+# ~770). With 2.5 GB (a thread's segment holds ~3.7M generated passages) and a commit every 6M, each commit
+# ends two segments of ~3M and 21M passages end as eight segments that no merge joins. An interrupted
+# build loses at most the 6M documents since its last commit (~3 minutes).
 # Two indexing threads: tokenizing and inverting a passage (~25 us) costs several times what the Python
 # thread feeding it does, and with one thread the feeder spun waiting; 2M passages built in 56 s against
 # 104 s with one (2 cores).
-WRITER_HEAP_BYTES = 1_500_000_000
+WRITER_HEAP_BYTES = 2_500_000_000
 WRITER_THREADS = 2
-COMMIT_EVERY = 2_000_000  # documents between commits: what a resumed build can lose at most
+COMMIT_EVERY = 6_000_000  # documents between commits: what a resumed build can lose at most
 COMMON_WORD_FRACTION = 0.1  # a query word in more than this share of the documents is dropped (see top)
 # Driven top-k (see LocalIndex._driven_top). A build records the best body score of every word found in at
 # least this many bodies (and at most COMMON_WORD_FRACTION of them), and the best title score of every word in
