@@ -40,3 +40,25 @@ def test_the_corpus_appears_only_when_complete(bench_search, tmp_path: Path, mon
         bench_search.write_corpus(stopped, 120_000, vocab, 0)
     assert not stopped.exists()  # the next run generates it again instead of indexing a third of it
     assert len((tmp_path / "zipf-120000-seed0.jsonl.partial").read_text().splitlines()) == 50_000
+
+
+def test_the_calibration_builds_the_first_passages_and_leaves_no_index(bench_search, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    vocab = bench_search._vocabulary(np.random.default_rng(0), 2000)
+    corpus = tmp_path / "zipf-3000-seed0.jsonl"
+    bench_search.write_corpus(corpus, 3000, vocab, 0)
+    built = []
+    real_build = bench_search.build_index
+
+    def recording_build(docs, out_dir, stats, *args, **kwargs):
+        result = real_build(docs, out_dir, stats, *args, **kwargs)
+        built.append((stats.documents, stats.lines, stats.seconds))
+        return result
+
+    monkeypatch.setattr(bench_search, "CALIBRATION_DOCS", 1000)
+    monkeypatch.setattr(bench_search, "build_index", recording_build)
+    rate = bench_search.calibration_docs_per_s(corpus, tmp_path)
+    [(documents, lines, seconds)] = built
+    assert documents == lines == 1000  # the corpus's first 1,000 passages, not all 3,000
+    assert rate == pytest.approx(1000 / seconds, rel=1e-3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [corpus.name]  # the calibration index is gone

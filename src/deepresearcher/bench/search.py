@@ -18,6 +18,10 @@ the top-k overlap with the whole query, and the whole query's mean time). On a s
 includes waiting for a core, so the query thread's CPU time is reported beside it (``cpu_ms_*``), and
 the load average at the start and end of each size.
 
+This machine's speed moves by a third from hour to hour, so the run also builds the corpus's first
+``CALIBRATION_DOCS`` passages at its start and at its end (``calibration_docs_per_s``): two runs' build
+times compare only beside their calibrations.
+
     deepresearcher bench search --json                                    # 100k passages
     deepresearcher bench search --docs 1000000,5000000,21000000 --json --work-dir /big/disk --results r.jsonl
 
@@ -59,6 +63,7 @@ WORDS_PER_PASSAGE = 100  # wiki-18 passages are DPR's 100-word splits
 VOCABULARY = 500_000
 SENTENCE_POOL = 2**21
 ZIPF_S = 1.07
+CALIBRATION_DOCS = 100_000  # ~4 s on 2 cores: a fixed build whose docs/s tells a slow hour from slow code
 
 
 def _vocabulary(rng: np.random.Generator, size: int) -> list[str]:
@@ -269,6 +274,15 @@ def measure_size(corpus: Path, docs: int, index_dir: Path, queries: list[str], t
     }
 
 
+def calibration_docs_per_s(corpus: Path, work: Path) -> float:
+    """Documents per second of ``build_index`` on the corpus's first ``CALIBRATION_DOCS`` lines, index discarded."""
+    out = work / "calibration-index"
+    stats = BuildStats()
+    build_index(itertools.islice(read_corpus(corpus, stats), CALIBRATION_DOCS), out, stats)
+    shutil.rmtree(out)
+    return round(stats.documents / stats.seconds, 1)
+
+
 def measure_serving(index_dir: Path, queries: list[str], top_k: int) -> dict:
     """The query half of ``measure_size`` on an index kept by an earlier ``--keep`` run (``--reuse``)."""
     load_start = os.getloadavg()[0]
@@ -337,6 +351,7 @@ def main(argv: list[str]) -> dict:
     queries = [" ".join(rng.choices(vocab[:5000], k=rng.randint(2, 4)) + [rng.choice(vocab[:200_000])])
                for _ in range(args.queries)]
     rows = []
+    calibration = {"start": calibration_docs_per_s(corpus, work)}
     real = real_text_ratio(args.real_text, work) if args.real_text.is_file() else "not measured: no --real-text file"
     try:
         for docs in sizes:
@@ -348,6 +363,7 @@ def main(argv: list[str]) -> dict:
                     f.write(orjson.dumps(row) + b"\n")
             if not args.keep:
                 shutil.rmtree(work / f"index-{docs}")
+        calibration["end"] = calibration_docs_per_s(corpus, work)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -358,6 +374,8 @@ def main(argv: list[str]) -> dict:
         "generation_seconds_not_timed": round(generation, 1),
         "includes": "build = `index build` on the corpus file; latency = BM25 top-k plus a snippet per hit, one thread",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "calibration_docs_per_s": calibration,
+        "calibration_docs": CALIBRATION_DOCS,
         "sizes": rows,
         "real_text_index_size": real,
     }
