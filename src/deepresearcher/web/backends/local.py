@@ -51,7 +51,7 @@ MAX_STORED_HTML = 5_000_000  # larger pages are cut: extraction time grows with 
 # every thread's in-memory segment, and tantivy's log merge policy rewrites eight segments of a size into one
 # in the background: at 21M passages, with 1.5 GB and a commit every 2M, ten segments of ~2M were built and
 # eight merged into one of 16.7M while the last millions were indexed and after them (~100 s of the build's
-# ~770). With 2.5 GB (a thread's segment holds ~3.7M generated passages) and a commit every 6M, each commit
+# ~770). With 2.5 GB (a thread's segment holds ~3.6M generated passages) and a commit every 6M, each commit
 # ends two segments of ~3M and 21M passages end as eight segments that no merge joins. An interrupted
 # build loses at most the 6M documents since its last commit (~3 minutes).
 # Two indexing threads: tokenizing and inverting a passage (~25 us) costs several times what the Python
