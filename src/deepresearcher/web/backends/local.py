@@ -52,7 +52,9 @@ MAX_STORED_HTML = 5_000_000  # larger pages are cut: extraction time grows with 
 # in the background: at 21M passages, with 1.5 GB and a commit every 2M, ten segments of ~2M were built and
 # eight merged into one of 16.7M while the last millions were indexed and after them (~100 s of the build's
 # ~770). With 2.5 GB (a thread's segment holds ~3.6M generated passages) and a commit every 6M, each commit
-# ends two segments of ~3M and 21M passages end as eight segments that no merge joins. An interrupted
+# ends two segments of ~3M and 21M passages should end as eight segments that no merge joins (the benchmark,
+# which does not commit, ends with six: measured). A corpus with a larger vocabulary fills a thread's budget
+# with fewer passages, so its segments are smaller and some merging comes back. An interrupted
 # build loses at most the 6M documents since its last commit (~3 minutes).
 # Two indexing threads: tokenizing and inverting a passage (~25 us) costs several times what the Python
 # thread feeding it does, and with one thread the feeder spun waiting; 2M passages built in 56 s against
