@@ -29,17 +29,14 @@ def run_mode(bf16: bool, steps: int, seed: int) -> dict:
     import resource
 
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
     from deepresearcher.config import load_config
     from deepresearcher.train.sft import next_token_loss
+    from deepresearcher.train.tiny_model import tiny_qwen2_config
 
     shape = load_config("quickstart").train.tiny_model
-    config = Qwen2Config(vocab_size=shape.vocab_size, hidden_size=shape.hidden_size,
-                         intermediate_size=shape.intermediate_size, num_hidden_layers=shape.num_layers,
-                         num_attention_heads=shape.num_heads, num_key_value_heads=shape.num_kv_heads,
-                         max_position_embeddings=4096, tie_word_embeddings=True, pad_token_id=0, eos_token_id=1,
-                         bos_token_id=None)
+    config = tiny_qwen2_config(shape, shape.vocab_size, pad_token_id=0, eos_token_id=1)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

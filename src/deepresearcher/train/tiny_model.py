@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from deepresearcher.config import TinyModelConfig
 
@@ -90,19 +91,12 @@ def _nonempty(texts: Iterable[str]) -> Iterator[str]:
             yield text
 
 
-def make_tiny_model(out_dir: Path, spec: TinyModelConfig | None = None, seed: int = 0) -> int:
-    """Create a randomly initialized Qwen2 model sized for the tokenizer in ``out_dir``; returns its parameter count.
+def tiny_qwen2_config(spec: TinyModelConfig, vocab_size: int, pad_token_id: int, eos_token_id: int) -> Any:
+    """The Qwen2 config of the tiny model ``spec`` describes (tied embeddings, no BOS)."""
+    from transformers import Qwen2Config
 
-    The tokenizer must already be saved there (``train_tokenizer``): the vocabulary size, pad and
-    eos ids of the model are read from it, so model and tokenizer can never disagree.
-    """
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-    spec = spec or TinyModelConfig()
-    tokenizer = AutoTokenizer.from_pretrained(out_dir)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    return Qwen2Config(
+        vocab_size=vocab_size,
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_layers,
@@ -110,10 +104,23 @@ def make_tiny_model(out_dir: Path, spec: TinyModelConfig | None = None, seed: in
         num_key_value_heads=spec.num_kv_heads,
         max_position_embeddings=spec.max_positions,
         tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=pad_token_id,
+        eos_token_id=eos_token_id,
         bos_token_id=None,
     )
+
+
+def make_tiny_model(out_dir: Path, spec: TinyModelConfig | None = None, seed: int = 0) -> int:
+    """Create a randomly initialized Qwen2 model sized for the tokenizer in ``out_dir``; returns its parameter count.
+
+    The tokenizer must already be saved there (``train_tokenizer``): the vocabulary size, pad and
+    eos ids of the model are read from it, so model and tokenizer can never disagree.
+    """
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(out_dir)
+    config = tiny_qwen2_config(spec or TinyModelConfig(), len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(

@@ -459,13 +459,13 @@ class LocalIndex:
         query_files = [p for p in files if p.suffix in _QUERY_FILE_SUFFIXES]
         store_files = [p for p in files if p.suffix == _STORE_SUFFIX]
         loaded = 0
-        for part, files in (("postings", query_files), ("document store", store_files)):
-            size = sum(p.stat().st_size for p in files)
+        for part, part_files in (("postings", query_files), ("document store", store_files)):
+            size = sum(p.stat().st_size for p in part_files)
             if loaded + size > PRELOAD_MAX_MEMORY_SHARE * memory:
                 logger.info("Not preloading the %s of the index in %s (%.1f GB): over %d%% of the memory.",
                             part, self.dir, size / 1e9, PRELOAD_MAX_MEMORY_SHARE * 100)
                 break
-            _read_through(files)
+            _read_through(part_files)
             loaded += size
         return loaded
 
