@@ -395,7 +395,7 @@ class PretrainConfig(Section):
     steps of far longer episodes. Skipped when the quickstart starts from ``--model``."""
 
     steps: int = Field(0, ge=0, description="Optimizer steps; 0 skips pretraining.")
-    batch_size: int = Field(32, ge=1, description="Pages per optimizer step (drawn at random, with replacement across steps).")
+    batch_size: int = Field(32, ge=1, description="Pages per optimizer step (of similar length; every page once per pass).")
     max_seq_len: int = Field(192, ge=16, description="Each page is cut to this many tokens.")
     learning_rate: float = Field(3e-3, gt=0, description="AdamW learning rate (linear warmup, then constant).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")

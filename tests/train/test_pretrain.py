@@ -15,19 +15,21 @@ from deepresearcher.train.sft import next_token_loss, pad_rows
 torch.set_num_threads(1)
 
 
-def test_page_batches_draw_distinct_pages_weigh_every_real_token_and_repeat_with_the_seed() -> None:
-    sequences = [[i + 2] * (i + 1) for i in range(10)]  # page i: i + 1 tokens, all of id i + 2
+def test_page_batches_cover_every_page_weigh_every_real_token_and_repeat_with_the_seed() -> None:
+    sequences = [[i + 2] * (i + 1) for i in range(12)]  # page i: i + 1 tokens, all of id i + 2
     first = page_batches(sequences, 4, seed=3, pad_id=0)
     again = page_batches(sequences, 4, seed=3, pad_id=0)
-    for _ in range(5):
+    seen: list[int] = []
+    for _ in range(3):  # one pass
         ids, mask, weights = next(first)
         assert torch.equal(ids, next(again)[0]), "the same seed draws the same pages"
-        assert ids.shape[0] == 4 and len({int(row[0]) for row in ids}) == 4, "four distinct pages"
         lengths = mask.sum(dim=1)
-        assert ids.shape[1] == int(lengths.max())
+        assert ids.shape == (4, int(lengths.max()))
         assert torch.equal(weights, mask.float()), "every real token is predicted, padding is not"
         for row, n in zip(ids, lengths, strict=True):
             assert int(n) == int(row[0]) - 1 and bool((row[int(n):] == 0).all())
+            seen.append(int(n))
+    assert sorted(seen) == list(range(1, 13)), "every page once per pass"
 
 
 def test_pretraining_on_pages_lowers_the_loss_on_pages_it_never_saw(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ Example::
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,16 +22,15 @@ from typing import Any
 
 from deepresearcher.config import PretrainConfig
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.sft import FitResult, fit_next_token, pad_rows
+from deepresearcher.train.sft import FitResult, fit_next_token, length_bucketed_batches, pad_rows
 
 
 def page_batches(sequences: list[list[int]], batch_size: int, seed: int, pad_id: int) -> Iterator[tuple[Any, Any, Any]]:
-    """Endless batches of ``batch_size`` sequences drawn at random (without replacement within a batch),
-    every token predicted with weight 1."""
-    rng = random.Random(seed)
-    size = min(batch_size, len(sequences))
-    while True:
-        yield pad_rows([(ids, [1.0] * len(ids)) for ids in rng.sample(sequences, size)], pad_id)
+    """Endless batches of ``batch_size`` pages of similar length (SFT's bucketing: pages run from a few dozen
+    tokens to ``max_seq_len``, and random batches would spend about half their compute on padding), every
+    token predicted with weight 1."""
+    for indices in length_bucketed_batches([len(ids) for ids in sequences], batch_size, seed):
+        yield pad_rows([(sequences[i], [1.0] * len(sequences[i])) for i in indices], pad_id)
 
 
 def pretrain_on_texts(
