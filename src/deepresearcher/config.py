@@ -388,21 +388,6 @@ class TinyModelConfig(Section):
     max_positions: int = Field(4096, ge=256, description="Longest sequence (prompt plus all turns) in tokens.")
 
 
-class PretrainConfig(Section):
-    """Language-model pretraining of the quickstart's from-scratch model on the world's pages, before SFT
-    (``train.pretrain``). Pages name each entity several times (title, lead, infobox, prose), so predicting
-    them teaches the model to copy names from its context; SFT then reaches a model that copies in fewer
-    steps of far longer episodes. Skipped when the quickstart starts from ``--model``."""
-
-    steps: int = Field(0, ge=0, description="Optimizer steps; 0 skips pretraining.")
-    batch_size: int = Field(32, ge=1, description="Pages per optimizer step (of similar length; every page once per pass).")
-    max_seq_len: int = Field(192, ge=16, description="Each page is cut to this many tokens.")
-    learning_rate: float = Field(3e-3, gt=0, description="AdamW learning rate (linear warmup, then constant).")
-    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
-    max_pages: int = Field(4000, ge=1, description="Pages of the first training world read (the tokenizer's pages).")
-    seed: int = Field(0, description="Seed of the page sampling.")
-
-
 DATA_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv", ".tsv")
 """File types a ``file`` data source may be (what ``deepresearcher.data.read_records`` reads)."""
 
@@ -689,7 +674,6 @@ class TrainConfig(Section):
         "from-scratch models that learn the protocol by SFT (saves hundreds of tokens per episode).",
     )
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
-    pretrain: PretrainConfig = Field(default_factory=PretrainConfig)
     verl: VerlConfig = Field(default_factory=VerlConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
 

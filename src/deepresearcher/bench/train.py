@@ -83,7 +83,7 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from deepresearcher.train.pipeline import run_grpo
-    from deepresearcher.train.quickstart import tokenizer_corpus, world_page_texts
+    from deepresearcher.train.quickstart import tokenizer_corpus
     from deepresearcher.train.rollout import WorldRollouts, task_dict
     from deepresearcher.train.run_dir import read_metrics
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
@@ -101,7 +101,7 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
         rollouts = WorldRollouts(config)
         try:
             episodes = rollouts.oracle_episodes(tasks[:200])
-            model_dir = build_tiny_checkpoint(tokenizer_corpus(world_page_texts(world), tasks[:200], episodes), work / "model",
+            model_dir = build_tiny_checkpoint(tokenizer_corpus(world, tasks[:200], episodes), work / "model",
                                               config.train.tiny_model)
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
             model = AutoModelForCausalLM.from_pretrained(str(model_dir))

@@ -88,7 +88,7 @@ def run_sft(
     config: Config, *, out: Path | None = None, on_step: Callable[[int, float], None] | None = None,
 ) -> Any:
     """SFT of ``train.model`` on the demonstrations of :func:`sft_data`; saved to ``out`` (default
-    ``runs/<run_name>/sft_model``). Returns the ``FitResult``."""
+    ``runs/<run_name>/sft_model``). Returns the ``SFTResult``."""
     from transformers import AutoTokenizer
 
     from deepresearcher.inference.loader import resolve_checkpoint

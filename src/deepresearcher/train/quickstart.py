@@ -5,14 +5,13 @@ Steps (each reported with its time)::
     1 world      build (or reuse) the synthetic web and its index
     2 oracle     the scripted oracle researches train tasks with the real tools (SFT data, tokenizer text)
     3 tokenizer  byte-level BPE on the world's text + a ~1M-parameter Qwen2 model (random weights)
-    3b pretrain  the next-token loss on the world's pages: the model learns to copy names (train.pretrain)
     4 sft        warm start on the oracle's trajectories (observation-token LM loss on)
     5 eval       held-out test tasks, after SFT
     6 grpo       RL against the real tools (TRL GRPOTrainer with our rollout engine)
     7 eval       the same test tasks, after GRPO
     8 report     runs/<name>/report.html, learning_curve.png, and the task type table
 
-With ``--model`` the tokenizer, tiny model and pretraining are skipped and that checkpoint is trained instead.
+With ``--model`` the tokenizer and tiny model are skipped and that checkpoint is trained instead.
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ logger = logging.getLogger(__name__)
 Say = Callable[[str], None]
 
 
-def world_page_texts(world_dir: Path, limit_pages: int = 4000) -> list[str]:
-    """The first ``limit_pages`` pages of a world as plain text, title first: what the tokenizer and pretraining read."""
+def tokenizer_corpus(world_dir: Path, tasks: list[dict[str, Any]], episodes: list[Any], limit_pages: int = 4000) -> list[str]:
+    """Text the tokenizer learns from: page text, questions, and the oracle's turns and observations."""
     from deepresearcher.web.html import html_to_text
     from deepresearcher.world import iter_pages
 
@@ -42,12 +41,6 @@ def world_page_texts(world_dir: Path, limit_pages: int = 4000) -> list[str]:
         if i >= limit_pages:
             break
         texts.append(page.get("title", "") + "\n" + html_to_text(page["html"]))
-    return texts
-
-
-def tokenizer_corpus(pages: list[str], tasks: list[dict[str, Any]], episodes: list[Any]) -> list[str]:
-    """Text the tokenizer learns from: page text, questions, and the oracle's turns and observations."""
-    texts = list(pages)
     texts.extend(t["question"] for t in tasks)
     for episode in episodes:
         for turn in episode.turns:
@@ -80,7 +73,6 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
-    from deepresearcher.train.pretrain import pretrain_on_texts
     from deepresearcher.train.quickstart_report import write_quickstart_report
     from deepresearcher.train.rollout import WorldRollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
@@ -119,18 +111,8 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         lap("oracle")
         base = Path(model) if model else run.root / "base_model"
         if model is None:
-            pages = world_page_texts(world_dir, cfg.pretrain.max_pages)
-            build_tiny_checkpoint(tokenizer_corpus(pages, sft_tasks, episodes), base, cfg.tiny_model, seed=cfg.seed)
+            build_tiny_checkpoint(tokenizer_corpus(world_dir, sft_tasks, episodes), base, cfg.tiny_model, seed=cfg.seed)
             lap("tokenizer+model")
-            if cfg.pretrain.steps:
-                pretrained = pretrain_on_texts(
-                    base, pages, cfg.pretrain, run.root / "pretrained_model", bf16=cfg.bf16,
-                    on_step=lambda step, loss: say(f"pretrain step {step}/{cfg.pretrain.steps} loss {loss:.3f}") if step % 50 == 0 else None,
-                )
-                say(f"pretrain: {pretrained.steps} steps on {len(pages)} pages, final loss {pretrained.final_loss:.3f}, "
-                    f"{pretrained.tokens_per_second:.0f} tokens/s")
-                base = pretrained.model_dir
-                lap("pretrain")
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(str(base))

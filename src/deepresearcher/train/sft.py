@@ -21,7 +21,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,13 +58,9 @@ def next_token_loss(model: Any, input_ids: Any, attention_mask: Any, weights: An
 
 def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int) -> tuple[Any, Any, Any]:
     """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``."""
-    return pad_rows([(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories], pad_id)
-
-
-def pad_rows(rows: list[tuple[list[int], list[float]]], pad_id: int) -> tuple[Any, Any, Any]:
-    """Rows of (token ids, loss weights) as right-padded ``input_ids``, ``attention_mask`` and ``weights``."""
     import torch
 
+    rows = [(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories]
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -92,35 +88,9 @@ def length_bucketed_batches(lengths: list[int], batch_size: int, seed: int, pool
             yield from batches
 
 
-def fit_next_token(
-    model: Any, batches: Iterable[tuple[Any, Any, Any]], optimizer: Any, scheduler: Any, *, bf16: bool = False,
-    on_step: Callable[[int, float], None] | None = None, name: str = "lm",
-) -> tuple[int, float]:
-    """One optimizer step of the weighted next-token loss per batch of (ids, mask, weights), gradients clipped
-    to norm 1; returns the tokens seen and the last loss. Pretraining and SFT differ only in their batches."""
-    import torch
-
-    tokens, loss_value = 0, float("nan")
-    for step, (ids, mask, weights) in enumerate(batches):
-        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = next_token_loss(model, ids, mask, weights)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        tokens += int(mask.sum())
-        loss_value = float(loss.detach())
-        if on_step is not None:
-            on_step(step + 1, loss_value)
-        if step % 50 == 0:
-            logger.info("%s step %d loss %.4f", name, step, loss_value)
-    return tokens, loss_value
-
-
 @dataclass
-class FitResult:
-    """What a training run of the next-token loss (pretraining or SFT) did."""
+class SFTResult:
+    """What an SFT run did."""
 
     model_dir: Path
     steps: int
@@ -137,7 +107,7 @@ def train_sft(
     *,
     bf16: bool = False,
     on_step: Callable[[int, float], None] | None = None,
-) -> FitResult:
+) -> SFTResult:
     """Fine-tune ``model_path`` on ``trajectories`` and save model and tokenizer to ``out_dir``.
 
     AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled
@@ -165,14 +135,25 @@ def train_sft(
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed)
-    start = time.perf_counter()
-    tokens, loss_value = fit_next_token(
-        model, (collate([trajectories[i] for i in next(batches)], cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
-                for _ in range(cfg.steps)),
-        optimizer, scheduler, bf16=bf16, on_step=on_step, name="sft",
-    )
+    start, tokens, loss_value = time.perf_counter(), 0, float("nan")
+    for step in range(cfg.steps):
+        batch = [trajectories[i] for i in next(batches)]
+        ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
+        with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = next_token_loss(model, ids, mask, weights)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        tokens += int(mask.sum())
+        loss_value = float(loss.detach())
+        if on_step is not None:
+            on_step(step + 1, loss_value)
+        if step % 50 == 0:
+            logger.info("sft step %d loss %.4f", step, loss_value)
     seconds = time.perf_counter() - start
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    return FitResult(out_dir, cfg.steps, loss_value, seconds, tokens / max(seconds, 1e-9))
+    return SFTResult(out_dir, cfg.steps, loss_value, seconds, tokens / max(seconds, 1e-9))
