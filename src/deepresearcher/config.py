@@ -97,6 +97,12 @@ class BrowseConfig(Section):
         description="How tool results are shown to the policy: `json` is the paper's format; `compact` is plain "
         "lines (title, URL, summary; URL then notes) with no JSON keys, for small models that pay per token.",
     )
+    observation_echo: bool = Field(
+        True,
+        description="Compact observations only: each block starts with the query or URL it answers (`search: q`, "
+        "`page: url`). false drops that line when the call ran one query or read one URL, since the call just "
+        "above already names it (~25 tokens a hop).",
+    )
 
 
 class RewardConfig(Section):

@@ -110,3 +110,21 @@ async def test_compact_observations_carry_the_same_content_without_json(world_co
     assert page.startswith(f"page: {task.evidence_urls[0]}\n") and task.golds[0] in page
     assert missing.startswith("page: https://nowhere.example/\nerror: ")
     assert len(read.text) < len(orjson.dumps(read.raw))
+
+
+async def test_compact_observations_without_echo_name_a_lone_query_or_url_only_in_the_call(world_config, small_world) -> None:
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "hop1")
+    world_config.browse.observation_format = "compact"
+    world_config.browse.observation_echo = False
+    async with WebEnvironment.from_config(world_config) as env:
+        tools, context = ToolBox(env, world_config), ToolContext(task.question)
+        searched = await tools.call("web_search", {"query": [task.chain[0].query]}, context)
+        read_one = await tools.call("browse_webpage", {"url_list": [task.evidence_urls[0]]}, context)
+        read_two = await tools.call("browse_webpage", {"url_list": [task.evidence_urls[0], "https://nowhere.example/"]},
+                                    context)
+    first = searched.raw[0]["web_page_info_list"][0]
+    assert searched.text.startswith(f"1. {first['title']} | {first['url']} | ")
+    assert not read_one.text.startswith("page:") and task.golds[0] in read_one.text
+    page, missing = read_two.text.split("\n\n")  # two blocks: each still says which URL it is
+    assert page.startswith(f"page: {task.evidence_urls[0]}\n")
+    assert missing.startswith("page: https://nowhere.example/\nerror: ")

@@ -13,6 +13,7 @@ Observation formats, as the policy sees them inside ``<tool_response>`` (``brows
     compact (the same content as plain lines, for small models):
     web_search     -> "search: q\n1. title | url | summary\n2. ..."
     browse_webpage -> "page: url\nnotes"  (or "page: url\nerror: ...")
+    (``browse.observation_echo = false``: a call with one query or one URL leaves out its "search:" or "page:" line)
 """
 
 from __future__ import annotations
@@ -85,18 +86,21 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _compact(observation: list[dict[str, Any]]) -> str:
-    """The raw observation of either tool as plain lines (``browse.observation_format = compact``)."""
+def _compact(observation: list[dict[str, Any]], echo: bool = True) -> str:
+    """The raw observation of either tool as plain lines (``browse.observation_format = compact``); without
+    ``echo``, a lone block leaves out the line naming its query or URL (``browse.observation_echo``)."""
+    echo = echo or len(observation) > 1
     blocks = []
     for entry in observation:
         if "search_query" in entry:
-            lines = [f"search: {entry['search_query']}"]
+            lines = [f"search: {entry['search_query']}"] if echo else []
             if entry.get("error"):
                 lines.append(f"error: {entry['error']}")
             lines += [f"{i}. {h['title']} | {h['url']} | {h['quick_summary']}"
                       for i, h in enumerate(entry["web_page_info_list"], 1)]
         else:
-            lines = [f"page: {entry['url']}", f"error: {entry['error']}" if "error" in entry else entry["information"]]
+            lines = [f"page: {entry['url']}"] if echo else []
+            lines.append(f"error: {entry['error']}" if "error" in entry else entry["information"])
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -169,7 +173,8 @@ class ToolBox:
         return ToolOutcome(text=self._render(observation), raw=observation)
 
     def _render(self, observation: list[dict[str, Any]]) -> str:
-        return _compact(observation) if self.config.browse.observation_format == "compact" else _dumps(observation)
+        browse = self.config.browse
+        return _compact(observation, browse.observation_echo) if browse.observation_format == "compact" else _dumps(observation)
 
     async def _browse(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
         urls = _string_list(arguments, "url_list", "browse_webpage")
