@@ -522,6 +522,14 @@ class SFTConfig(Section):
     batch_size: int = Field(16, ge=1, description="Trajectories per optimizer step.")
     learning_rate: float = Field(3e-3, gt=0, description="Peak AdamW learning rate (linear warmup, cosine decay).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    optimizer: Literal["adamw", "muon"] = Field(
+        "adamw",
+        description="`muon`: torch's Muon (orthogonalized momentum) for the hidden layers' weight matrices, at "
+        "`muon_learning_rate`; AdamW at `learning_rate` for embeddings, output layer, norms and biases.",
+    )
+    muon_learning_rate: float = Field(
+        0.02, gt=0, description="Peak Muon learning rate (Keller Jordan's scaling; same warmup and decay)."
+    )
     obs_loss_weight: float = Field(
         0.3,
         ge=0,

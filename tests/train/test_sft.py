@@ -154,3 +154,35 @@ def test_only_masks_of_right_padded_rows_are_left_out() -> None:
     assert right_padded(torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]]))
     assert not right_padded(torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
     assert not right_padded(torch.tensor([[1, 0, 1, 1]]))
+
+
+def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(tiny_model_dir: Path) -> None:
+    """Each parameter is in exactly one optimizer: Muon holds only 2-D hidden-layer weights (never the
+    embeddings or the output layer), AdamW everything else; a step through both moves both groups."""
+    from transformers import AutoModelForCausalLM
+
+    from deepresearcher.train.sft import sft_optimizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    muon, adamw = sft_optimizer(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02)).optimizers
+    assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
+    in_muon = {id(p) for p in muon.param_groups[0]["params"]}
+    in_adamw = {id(p) for p in adamw.param_groups[0]["params"]}
+    assert in_muon.isdisjoint(in_adamw) and in_muon | in_adamw == {id(p) for p in model.parameters()}
+    assert all(p.ndim == 2 for p in muon.param_groups[0]["params"])
+    assert id(model.get_input_embeddings().weight) in in_adamw
+    assert id(model.get_output_embeddings().weight) in in_adamw
+
+    ids, mask, weights = collate([_trajectory()] * 2, 0.3, 100, pad_id=0)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    optimizer = sft_optimizer(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02))
+    losses = []
+    for _ in range(5):
+        loss = next_token_loss(model, ids, mask, weights)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    moved = {name for name, p in model.named_parameters() if not torch.equal(p, before[name])}
+    assert "model.layers.0.mlp.down_proj.weight" in moved and "model.embed_tokens.weight" in moved
+    assert losses[-1] < losses[0]
