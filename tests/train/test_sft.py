@@ -161,11 +161,12 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(tiny_model_dir: Path)
     embeddings or the output layer), AdamW everything else; a step through both moves both groups."""
     from transformers import AutoModelForCausalLM
 
+    from deepresearcher.train.muon import Muon
     from deepresearcher.train.sft import sft_optimizer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     muon, adamw = sft_optimizer(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02)).optimizers
-    assert isinstance(muon, torch.optim.Muon) and isinstance(adamw, torch.optim.AdamW)
+    assert isinstance(muon, Muon) and isinstance(adamw, torch.optim.AdamW)
     in_muon = {id(p) for p in muon.param_groups[0]["params"]}
     in_adamw = {id(p) for p in adamw.param_groups[0]["params"]}
     assert in_muon.isdisjoint(in_adamw) and in_muon | in_adamw == {id(p) for p in model.parameters()}

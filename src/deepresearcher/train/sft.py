@@ -89,10 +89,12 @@ def length_bucketed_batches(lengths: list[int], batch_size: int, seed: int, pool
 
 
 def sft_optimizer(model: Any, cfg: SFTConfig) -> Any:
-    """The SFT optimizer: AdamW on every parameter, or (``cfg.optimizer == "muon"``) Muon on the hidden
-    layers' weight matrices and AdamW on the rest (embeddings, output layer, norms, biases), as Muon's
+    """The SFT optimizer: AdamW on every parameter, or (``cfg.optimizer == "muon"``) Muon (``train.muon``:
+    fp32 Newton-Schulz) on the hidden layers' weight matrices and AdamW on the rest (embeddings, output layer, norms, biases), as Muon's
     authors prescribe. Either way a ``torch.optim.Optimizer`` list under one object."""
     import torch
+
+    from deepresearcher.train.muon import Muon
 
     if cfg.optimizer == "adamw":
         return _Optimizers([torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)])
@@ -101,7 +103,7 @@ def sft_optimizer(model: Any, cfg: SFTConfig) -> Any:
     hidden_ids = {id(p) for p in hidden}
     rest = [p for p in model.parameters() if id(p) not in hidden_ids]
     return _Optimizers([
-        torch.optim.Muon(hidden, lr=cfg.muon_learning_rate, weight_decay=0.0),
+        Muon(hidden, lr=cfg.muon_learning_rate),
         torch.optim.AdamW(rest, lr=cfg.learning_rate, weight_decay=0.0),
     ])
 
