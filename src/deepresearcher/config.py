@@ -524,8 +524,8 @@ class SFTConfig(Section):
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     optimizer: Literal["adamw", "muon"] = Field(
         "adamw",
-        description="`muon`: torch's Muon (orthogonalized momentum) for the hidden layers' weight matrices, at "
-        "`muon_learning_rate`; AdamW at `learning_rate` for embeddings, output layer, norms and biases.",
+        description="`muon`: Muon (orthogonalized momentum; `train/muon.py`, fp32) for the hidden layers' weight "
+        "matrices, at `muon_learning_rate`; AdamW at `learning_rate` for embeddings, output layer, norms and biases.",
     )
     muon_learning_rate: float = Field(
         0.02, gt=0, description="Peak Muon learning rate (Keller Jordan's scaling; same warmup and decay)."

@@ -162,10 +162,10 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(tiny_model_dir: Path)
     from transformers import AutoModelForCausalLM
 
     from deepresearcher.train.muon import Muon
-    from deepresearcher.train.sft import sft_optimizer
+    from deepresearcher.train.sft import sft_optimizers
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    muon, adamw = sft_optimizer(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02)).optimizers
+    muon, adamw = sft_optimizers(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02))
     assert isinstance(muon, Muon) and isinstance(adamw, torch.optim.AdamW)
     in_muon = {id(p) for p in muon.param_groups[0]["params"]}
     in_adamw = {id(p) for p in adamw.param_groups[0]["params"]}
@@ -176,13 +176,14 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(tiny_model_dir: Path)
 
     ids, mask, weights = collate([_trajectory()] * 2, 0.3, 100, pad_id=0)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    optimizer = sft_optimizer(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02))
+    optimizers = sft_optimizers(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02))
     losses = []
     for _ in range(5):
         loss = next_token_loss(model, ids, mask, weights)
-        optimizer.zero_grad()
+        model.zero_grad()
         loss.backward()
-        optimizer.step()
+        for optimizer in optimizers:
+            optimizer.step()
         losses.append(float(loss.detach()))
     moved = {name for name, p in model.named_parameters() if not torch.equal(p, before[name])}
     assert "model.layers.0.mlp.down_proj.weight" in moved and "model.embed_tokens.weight" in moved

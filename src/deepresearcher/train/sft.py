@@ -88,39 +88,22 @@ def length_bucketed_batches(lengths: list[int], batch_size: int, seed: int, pool
             yield from batches
 
 
-def sft_optimizer(model: Any, cfg: SFTConfig) -> Any:
-    """The SFT optimizer: AdamW on every parameter, or (``cfg.optimizer == "muon"``) Muon (``train.muon``:
-    fp32 Newton-Schulz) on the hidden layers' weight matrices and AdamW on the rest (embeddings, output layer, norms, biases), as Muon's
-    authors prescribe. Either way a ``torch.optim.Optimizer`` list under one object."""
+def sft_optimizers(model: Any, cfg: SFTConfig) -> list[Any]:
+    """The SFT optimizers: AdamW on every parameter, or (``cfg.optimizer == "muon"``) Muon on the hidden
+    layers' weight matrices and AdamW on the rest (embeddings, output layer, norms, biases), as Muon's
+    authors prescribe: Muon takes only matrices, so it needs a second optimizer beside it."""
     import torch
 
     from deepresearcher.train.muon import Muon
 
     if cfg.optimizer == "adamw":
-        return _Optimizers([torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)])
+        return [torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)]
     embeddings = {id(model.get_input_embeddings().weight), id(model.get_output_embeddings().weight)}
-    hidden = [p for p in model.parameters() if p.ndim == 2 and id(p) not in embeddings]
-    hidden_ids = {id(p) for p in hidden}
-    rest = [p for p in model.parameters() if id(p) not in hidden_ids]
-    return _Optimizers([
-        Muon(hidden, lr=cfg.muon_learning_rate),
-        torch.optim.AdamW(rest, lr=cfg.learning_rate, weight_decay=0.0),
-    ])
-
-
-class _Optimizers:
-    """Several optimizers stepped as one (Muon takes only matrices, so the rest needs a second optimizer)."""
-
-    def __init__(self, optimizers: list[Any]) -> None:
-        self.optimizers = optimizers
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for optimizer in self.optimizers:
-            optimizer.zero_grad(set_to_none=set_to_none)
-
-    def step(self) -> None:
-        for optimizer in self.optimizers:
-            optimizer.step()
+    hidden: list[Any] = []
+    rest: list[Any] = []
+    for param in model.parameters():
+        (hidden if param.ndim == 2 and id(param) not in embeddings else rest).append(param)
+    return [Muon(hidden, lr=cfg.muon_learning_rate), torch.optim.AdamW(rest, lr=cfg.learning_rate, weight_decay=0.0)]
 
 
 @dataclass
@@ -160,7 +143,7 @@ def train_sft(
     model = AutoModelForCausalLM.from_pretrained(str(model_path))
     model.train()
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    optimizer = sft_optimizer(model, cfg)
+    optimizers = sft_optimizers(model, cfg)
 
     def lr_at(step: int) -> float:
         if step < cfg.warmup_steps:
@@ -168,7 +151,7 @@ def train_sft(
         progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
-    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lr_at) for o in optimizer.optimizers]
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at) for optimizer in optimizers]
     batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed)
     start, tokens, loss_value = time.perf_counter(), 0, float("nan")
     for step in range(cfg.steps):
@@ -176,11 +159,11 @@ def train_sft(
         ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
         with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = next_token_loss(model, ids, mask, weights)
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        for scheduler in schedulers:
+        for optimizer, scheduler in zip(optimizers, schedulers, strict=True):
+            optimizer.step()
             scheduler.step()
         tokens += int(mask.sum())
         loss_value = float(loss.detach())
