@@ -153,6 +153,7 @@ class RolloutEngine:
         while state is not AgentState.TERMINATED:
             state = await self._handlers[state](rollout)
         trajectory.metadata["seconds"] = round(time.perf_counter() - rollout.started, 6)
+        trajectory.response_text = self.template.tokenizer.decode(trajectory.completion_ids, skip_special_tokens=False)
         self._emit("end", rollout, None)
         return trajectory
 

@@ -63,6 +63,12 @@ class Trajectory(BaseModel):
     answer: str | None = None
     termination: str = Field("", description="Why the episode ended: answer, max_turns, context_budget, ...")
     format_errors: int = 0
+    response_text: str = Field(
+        "",
+        description="Everything after the prompt decoded with special tokens kept (turns, the template's turn "
+        "markers, observations): the text the original DeepResearcher's reward manager scored "
+        "(`reward.metric: deepresearcher`). Filled by the rollout engine when the episode ends.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
