@@ -330,13 +330,15 @@ class BackendsConfig(Section):
 class AgentConfig(Section):
     """The policy's side of the loop: limits of one episode, sampling, concurrency and which policy runs."""
 
-    protocol: Literal["native", "deepresearcher"] = Field(
+    protocol: Literal["native", "deepresearcher", "deepresearcher-rag"] = Field(
         "native",
-        description="What the policy and its tools agree on (prompt, tool schemas, turn parsing, observations): "
-        "`native` is this project's; `deepresearcher` is the original DeepResearcher agent's, byte for byte, to "
-        "run its checkpoints as trained (browsing limited to the last search, `[]` on tool failures, eval at "
-        "temperature 1.0; unless set, it implies `PROTOCOL_DEFAULTS`: a 32k context, the episode ending on a "
-        "malformed turn, eval at temperature 1.0).",
+        description="What the policy and its tools agree on (prompt, tool schemas, turn parsing, observations, "
+        "which tokens each turn reads and which are trained): `native` is this project's (token-in/token-out); "
+        "`deepresearcher` is the original DeepResearcher agent's, byte for byte, to run its checkpoints as trained "
+        "and to train as it trained (browsing limited to the last search, `[]` on tool failures, every turn's "
+        "context re-rendered from the conversation, its loss mask; unless set, it implies `PROTOCOL_DEFAULTS`: a "
+        "32k context, the episode ending on a malformed turn, eval at temperature 1.0); `deepresearcher-rag` is "
+        "its RAG variant (one search tool and its own prompt; meant for a local index such as wiki-18).",
     )
 
     max_turns: int = Field(10, ge=1, description="Assistant turns per episode; the episode ends with `max_turns` after.")
@@ -734,6 +736,11 @@ PROTOCOL_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {
         ("agent", "end_on_format_error"): True,
         ("eval", "temperature"): 1.0,
     },
+    "deepresearcher-rag": {
+        ("agent", "context_budget"): 32768,
+        ("agent", "end_on_format_error"): True,
+        ("eval", "temperature"): 1.0,
+    },
 }
 """Settings each ``agent.protocol`` implies, applied where the config does not set them: the original
 DeepResearcher ran a 32k context, ended an episode on its first malformed turn and validated at temperature 1.0."""
@@ -774,10 +781,10 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _protocol_fits(self) -> Config:
-        if self.agent.protocol == "deepresearcher" and self.browse.observation_format != "json":
+        if self.agent.protocol != "native" and self.browse.observation_format != "json":
             raise ValueError(
-                "browse.observation_format=compact is the native protocol's; agent.protocol=deepresearcher renders "
-                "observations as the original did. Drop one of the two settings."
+                f"browse.observation_format=compact is the native protocol's; agent.protocol={self.agent.protocol} "
+                "renders observations as the original did. Drop one of the two settings."
             )
         return self
 

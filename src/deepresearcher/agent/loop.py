@@ -14,10 +14,14 @@ the load (``max_concurrent_generations``, ``max_concurrent_tools``); batching is
 Termination reasons (``Trajectory.termination``):
 
 - ``answer``: the policy wrote ``<answer>…</answer>``.
-- ``max_turns``: ``max_turns`` turns were sampled without an answer (the last turn's tool call is not run).
+- ``max_turns``: ``max_turns`` turns were sampled without an answer (the last turn's tool call is not run,
+  unless the protocol says so: ``AgentProtocol.call_at_max_turns``).
 - ``context_budget``: the next turn or observation would not fit in ``context_budget`` tokens; nothing is cut.
-- ``format_error``: a malformed turn, with ``end_on_format_error`` on (the paper's behaviour).
+- ``format_error``: a malformed turn, with ``end_on_format_error`` on (the paper's behaviour). A turn the
+  protocol's parser fails on (it raises) is a malformed turn of kind ``unparsable``: it ends that episode, never
+  the batch.
 
+Which ids each turn reads and which are trained is the protocol's transcript (``agent.transcript``).
 A tool failure (an exception from the toolbox) becomes an error observation; a generator failure is not
 the policy's fault and propagates (``GenerationError``).
 """
@@ -38,12 +42,8 @@ from pydantic import BaseModel, Field
 
 from deepresearcher.agent.parsing import ParsedTurn
 from deepresearcher.agent.template import ChatTemplate
-from deepresearcher.agent.trajectory import (
-    Segment,
-    ToolCallRecord,
-    Trajectory,
-    TurnRecord,
-)
+from deepresearcher.agent.trajectory import ToolCallRecord, Trajectory, TurnRecord
+from deepresearcher.agent.transcript import Transcript
 from deepresearcher.config import AgentConfig
 from deepresearcher.generate.base import Generator, SamplingParams
 
@@ -104,8 +104,7 @@ class _Rollout:
     trajectory: Trajectory
     context: Any
     session: int
-    ids: list[int] = field(default_factory=list)
-    last_sampled: list[int] = field(default_factory=list)
+    transcript: Transcript | None = None
     pending: ParsedTurn | None = None
     started: float = field(default_factory=time.perf_counter)
 
@@ -153,7 +152,8 @@ class RolloutEngine:
         while state is not AgentState.TERMINATED:
             state = await self._handlers[state](rollout)
         trajectory.metadata["seconds"] = round(time.perf_counter() - rollout.started, 6)
-        trajectory.response_text = self.template.tokenizer.decode(trajectory.completion_ids, skip_special_tokens=False)
+        assert rollout.transcript is not None
+        rollout.transcript.finish()
         self._emit("end", rollout, None)
         return trajectory
 
@@ -175,20 +175,27 @@ class RolloutEngine:
         rollout.trajectory.termination = reason
         return AgentState.TERMINATED
 
-    def _append(self, rollout: _Rollout, segment: Segment) -> None:
-        rollout.trajectory.segments.append(segment)
-        rollout.ids.extend(segment.token_ids)
+    def _parse(self, text: str) -> ParsedTurn:
+        """The protocol's reading of a turn; a parser that raises (on text no parser foresaw, e.g. a tool call
+        nested thousands deep) makes it a malformed turn of this episode only."""
+        try:
+            return self.template.protocol.parse_turn(text, self.template.tools)
+        except Exception as exc:  # noqa: BLE001 - the policy's text must not end other rollouts
+            logger.warning("parsing a turn failed: %r", exc)
+            return ParsedTurn(error_kind="unparsable", error=f"The turn could not be read ({type(exc).__name__}).")
 
     async def _handle_pending(self, rollout: _Rollout) -> AgentState:
-        ids = self.template.prompt_ids(rollout.task.question)
-        self._append(rollout, Segment(source="prompt", token_ids=ids))
-        if len(rollout.ids) + self.config.min_turn_tokens > self.config.context_budget:
+        rollout.transcript = self.template.protocol.transcript(self.template, rollout.trajectory)
+        if len(rollout.transcript.context_ids) + self.config.min_turn_tokens > self.config.context_budget:
             return self._terminate(rollout, "context_budget")
         return AgentState.GENERATING
 
     async def _handle_generating(self, rollout: _Rollout) -> AgentState:
         cfg = self.config
-        room = cfg.context_budget - len(rollout.ids)
+        transcript = rollout.transcript
+        assert transcript is not None
+        context = list(transcript.context_ids)
+        room = cfg.context_budget - len(context)
         if room < cfg.min_turn_tokens:
             return self._terminate(rollout, "context_budget")
         budget_bound = room < cfg.max_tokens_per_turn
@@ -197,17 +204,16 @@ class RolloutEngine:
             temperature=cfg.temperature,
             top_p=cfg.top_p,
             stop=list(self.template.protocol.stop),
-            session=rollout.session,  # every turn extends the last one's ids: local engines reuse the KV cache
+            session=rollout.session,  # turns share their context's start: local engines reuse its KV cache
         )
         self._emit("generate", rollout, None)
         start = time.perf_counter()
         async with self._generation_slots:
-            result = await self.generator.generate(list(rollout.ids), params)
+            result = await self.generator.generate(context, params)
         seconds = time.perf_counter() - start
-        self._append(rollout, Segment(source="policy", token_ids=list(result.token_ids), logprobs=result.logprobs))
-        rollout.last_sampled = list(result.token_ids)
         text = result.text if result.text is not None else self.template.tokenizer.decode(result.token_ids)
-        parsed = self.template.protocol.parse_turn(text, self.template.tools)
+        parsed = self._parse(text)
+        transcript.add_turn(result, parsed)
         turn = TurnRecord(text=text, finish_reason=result.finish_reason, generate_seconds=round(seconds, 6))
         trajectory = rollout.trajectory
         trajectory.turns.append(turn)
@@ -225,7 +231,9 @@ class RolloutEngine:
             return self._terminate(rollout, "context_budget")
         if parsed.error_kind is not None and cfg.end_on_format_error:
             return self._terminate(rollout, "format_error")
-        if len(trajectory.turns) >= cfg.max_turns:
+        if len(trajectory.turns) >= cfg.max_turns and not (
+            self.template.protocol.call_at_max_turns and turn.tool_call is not None
+        ):
             return self._terminate(rollout, "max_turns")
         rollout.pending = parsed
         return AgentState.PROCESSING_TOOLS
@@ -246,16 +254,20 @@ class RolloutEngine:
 
     async def _handle_processing_tools(self, rollout: _Rollout) -> AgentState:
         parsed, rollout.pending = rollout.pending, None
+        assert parsed is not None and rollout.transcript is not None
         turn = rollout.trajectory.turns[-1]
         if turn.tool_call is not None:
             observation = await self._call_tool(rollout, turn.tool_call)
         else:
-            observation = f"Error: {parsed.error if parsed else 'malformed turn'}"
-        ids = self.template.encode(self.template.observation_text(observation, rollout.last_sampled))
+            observation = f"Error: {parsed.error or 'malformed turn'}"
+        length = rollout.transcript.stage_observation(parsed, observation)
         self._emit("tool", rollout, turn)
-        if len(rollout.ids) + len(ids) + self.config.min_turn_tokens > self.config.context_budget:
+        last = len(rollout.trajectory.turns) >= self.config.max_turns  # the call ran for its observation only
+        if length + (0 if last else self.config.min_turn_tokens) > self.config.context_budget:
             return self._terminate(rollout, "context_budget")
-        self._append(rollout, Segment(source="env", token_ids=ids))
+        rollout.transcript.commit()
+        if last:
+            return self._terminate(rollout, "max_turns")
         return AgentState.GENERATING
 
 

@@ -17,6 +17,7 @@ Rules, in order:
    unknown_tool        ``name`` is not one of the tools
    bad_arguments       missing/extra arguments or wrong types
    no_action           neither a tool call nor an answer
+   unparsable          the parser itself failed on the turn (the rollout engine's guard)
    ==================  ==========================================================
 """
 
@@ -29,7 +30,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 FormatErrorKind = Literal[
-    "unclosed_answer", "unclosed_tool_call", "bad_json", "missing_name", "unknown_tool", "bad_arguments", "no_action"
+    "unclosed_answer", "unclosed_tool_call", "bad_json", "missing_name", "unknown_tool", "bad_arguments", "no_action",
+    "unparsable",
 ]
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -109,6 +111,9 @@ def parse_turn(text: str, tools: list[dict[str, Any]]) -> ParsedTurn:
         payload = json.loads(body)
     except json.JSONDecodeError as exc:
         return _error("bad_json", f"The tool call is not valid JSON ({exc.msg} at char {exc.pos}). "
+                      'Write {"name": ..., "arguments": {...}} inside <tool_call></tool_call>.')
+    except RecursionError:  # thousands of nested brackets: json's decoder recurses once per level
+        return _error("bad_json", "The tool call nests too deeply to be read. "
                       'Write {"name": ..., "arguments": {...}} inside <tool_call></tool_call>.')
     if not isinstance(payload, dict):
         return _error("bad_json", 'The tool call must be a JSON object {"name": ..., "arguments": {...}}.')

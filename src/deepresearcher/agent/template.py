@@ -83,7 +83,8 @@ class ChatTemplate:
         self._prompt_split = self._split_prompt()
         self._prompt_head, self._prompt_head_ids = self._find_prompt_head()
 
-    def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str:
+    def render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str:
+        """``messages`` through the policy's chat template, with the protocol's tool schemas, as text."""
         try:
             text = self.tokenizer.apply_chat_template(
                 messages,
@@ -110,8 +111,8 @@ class ChatTemplate:
             {"role": "assistant", "content": _PLACEHOLDER},
         ]
         marker = "@@DR_OBSERVATION@@"
-        without = self._render(base, add_generation_prompt=False)
-        with_tool = self._render([*base, self._tool_message(marker)], add_generation_prompt=True)
+        without = self.render(base, add_generation_prompt=False)
+        with_tool = self.render([*base, self._tool_message(marker)], add_generation_prompt=True)
         if _PLACEHOLDER not in without or not with_tool.startswith(without) or with_tool.count(marker) != 1:
             raise ChatTemplateError(
                 "The policy's chat template changes earlier turns when a tool turn is added, so observations cannot "
@@ -166,7 +167,7 @@ class ChatTemplate:
     def _render_prompt(self, question: str) -> str:
         user = self.protocol.user_prompt(question)
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
-        return self._render(messages, add_generation_prompt=True) + THINK_OPEN
+        return self.render(messages, add_generation_prompt=True) + THINK_OPEN
 
     def prompt_text(self, question: str) -> str:
         """System and user turn, then the assistant's opening and ``<think>``."""

@@ -5,9 +5,13 @@ strings end a turn, and how tool calls run and how their results are rendered. T
 loop and the toolbox consult the protocol they are given; none of them branches on a protocol's name. The
 settings a protocol implies (context, eval temperature) are ``deepresearcher.config.PROTOCOL_DEFAULTS``.
 
-    native           this project's protocol (the default): its own prompt, schema-checked arguments, JSON or
-                     compact observations, format errors answered with an error observation
-    deepresearcher   the original DeepResearcher agent, byte for byte, to run its checkpoints as trained
+    native               this project's protocol (the default): its own prompt, schema-checked arguments, JSON
+                         or compact observations, format errors answered with an error observation;
+                         token-in/token-out (the context holds what was sampled)
+    deepresearcher       the original DeepResearcher agent, byte for byte, to run its checkpoints as trained and
+                         to train as it trained: its contexts re-rendered every turn, its loss mask
+    deepresearcher-rag   the same agent in its RAG variant (``search_engine: rag``): one search tool and its
+                         own system prompt, meant for a local index such as wiki-18 (``search.backend: local``)
 """
 
 from __future__ import annotations
@@ -44,10 +48,17 @@ class AgentProtocol:
     """The toolbox that runs calls against an environment and renders their observations."""
     new_context: Callable[[str], Any]
     """A fresh per-rollout tool state for a question."""
+    transcript: Callable[[Any, Any], Any]
+    """``transcript(template, trajectory)``: the episode's record of tokens (``deepresearcher.agent.transcript``):
+    what each turn reads and what is trained at the end."""
+    call_at_max_turns: bool = False
+    """Whether the call of the turn that reaches ``agent.max_turns`` still runs (its observation then ends the
+    episode's text), as the original did; the native protocol ends the episode on that turn."""
 
 
 def _native() -> AgentProtocol:
     from deepresearcher.agent import parsing, prompts, tools
+    from deepresearcher.agent.transcript import TokenTranscript
 
     return AgentProtocol(
         name="native",
@@ -58,26 +69,34 @@ def _native() -> AgentProtocol:
         stop=("</tool_call>", "</answer>"),
         make_toolbox=tools.ToolBox,
         new_context=lambda question: tools.ToolContext(question=question),
+        transcript=TokenTranscript,
     )
 
 
-def _deepresearcher() -> AgentProtocol:
+def _deepresearcher(rag: bool = False) -> AgentProtocol:
     from deepresearcher.agent.protocols import deepresearcher as original
     from deepresearcher.agent.protocols.deepresearcher_tools import DeepResearcherToolBox, SearchContext
+    from deepresearcher.agent.protocols.deepresearcher_transcript import RenderedTranscript
 
     return AgentProtocol(
-        name="deepresearcher",
-        tools=original.TOOLS,
-        system_prompt=original.system_prompt,
+        name="deepresearcher-rag" if rag else "deepresearcher",
+        tools=original.TOOLS_FOR_WIKI if rag else original.TOOLS,
+        system_prompt=original.rag_system_prompt if rag else original.system_prompt,
         user_prompt=original.user_prompt,
         parse_turn=original.parse_turn,
         stop=original.STOP,
         make_toolbox=DeepResearcherToolBox,
         new_context=lambda question: SearchContext(question=question),
+        transcript=RenderedTranscript,
+        call_at_max_turns=True,
     )
 
 
-_FACTORIES: dict[str, Callable[[], AgentProtocol]] = {"native": _native, "deepresearcher": _deepresearcher}
+_FACTORIES: dict[str, Callable[[], AgentProtocol]] = {
+    "native": _native,
+    "deepresearcher": _deepresearcher,
+    "deepresearcher-rag": lambda: _deepresearcher(rag=True),
+}
 
 
 @cache

@@ -7,7 +7,10 @@ License 2.0 (Copyright the DeepResearcher authors). The strings ``SYSTEM_PROMPT`
 are the ``online_search`` ones of ``scrl/llm_agent/generation.py`` (its prompt dates itself with
 ``strftime("%Y-%m-%d", gmtime())``); the parsing rules restate ``LLMGenerationManager.parse_response``;
 the observation shapes are those of ``scrl/handler/handler.py`` (``handle_single_query``) after the
-handler service's Flask ``jsonify``, which sorts keys. This module is the only place these constants live;
+handler service's Flask ``jsonify``, which sorts keys; ``TOOLS_FOR_WIKI`` and ``RAG_SYSTEM_PROMPT`` are the
+``search_engine == "rag"`` ones of ``generation.py``; the context of each turn restates ``run_llm_loop``
+(``assistant_message``, ``think_of``) and the loss mask restates ``process_response_mask`` of
+``verl/workers/actor/dp_actor.py`` (``trained_mask``). This module is the only place these constants live;
 ``tests/agent/test_protocol_golden.py`` checks them against the original's files and recorded turns.
 """
 
@@ -19,17 +22,25 @@ from typing import Any
 
 from deepresearcher.agent.parsing import ParsedTurn
 
+_WEB_TOOLS_LINES = (
+    "I will provide you with two tools to help you answer the question:\n"
+    "* A web search tool to help you perform google search. \n"
+    "* A webpage browsing tool to help you get new page content.\n"
+)
+_RAG_TOOLS_LINES = (
+    "I will provide you with one tool to help you answer the question:\n"
+    "* A web search tool to help you perform search.\n"
+)
+
 # Trailing spaces on two lines and the final newline are the original's; keep them.
-SYSTEM_PROMPT = (
+_PROMPT = (
     "## Background information \n"
     "* Today is {today}\n"
     "* You are Deep AI Research Assistant\n"
     "\n"
     "The question I give you is a complex question that requires a *deep research* to answer.\n"
     "\n"
-    "I will provide you with two tools to help you answer the question:\n"
-    "* A web search tool to help you perform google search. \n"
-    "* A webpage browsing tool to help you get new page content.\n"
+    "{tools}"
     "\n"
     "You don't have to answer the question now, but you should first think about the research plan or what "
     "to search next.\n"
@@ -56,6 +67,10 @@ SYSTEM_PROMPT = (
     "Only output the final answer (in words, numbers or phrase) inside the <answer></answer> tag, without any "
     "explanations or extra information. If this is a yes-or-no question, you should only answer yes or no.\n"
 )
+SYSTEM_PROMPT = _PROMPT.replace("{tools}", _WEB_TOOLS_LINES)
+"""The ``online_search`` system turn (``{today}`` still to fill)."""
+RAG_SYSTEM_PROMPT = _PROMPT.replace("{tools}", _RAG_TOOLS_LINES)
+"""The ``rag`` system turn (``{today}`` still to fill): one tool, search without "google"."""
 
 # Key order matters: the chat template renders each schema with ``tojson`` as it is.
 TOOLS: list[dict[str, Any]] = [
@@ -107,20 +122,63 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+TOOLS_FOR_WIKI: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "web_search",
+            "description": "Search the web for relevant information. You should use this tool if the historical page "
+            "content is not enough to answer the question. Or last search result is not relevant to the question.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "array",
+                        "items": {"type": "string", "description": "The query to search, which helps answer the question"},
+                        "description": "The queries to search",
+                    }
+                },
+                "required": ["query"],
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+        },
+    },
+]
+"""The ``rag`` variant's one tool. Its parser and handler were the same as ``online_search``'s, so a
+``browse_webpage`` call the prompt never offered still ran."""
+
 MAX_QUERIES = 3
 """Queries of one ``web_search`` call that run ("only perform first 3 search queries")."""
 
-STOP = ("</tool_call>",)
-"""The original sampled to the end-of-turn token and then re-rendered a tool-call turn as
-``<think>…</think>\\n<tool_call>\\n{…}\\n</tool_call><|im_end|>``: stopping on ``</tool_call>`` makes the kept
-turn end exactly there. An answer turn is sampled to its end, as the original did (its reward checks the tags
-of the whole turn)."""
+STOP: tuple[str, ...] = ()
+"""No stop strings: the original sampled every turn to the end-of-turn token. What follows ``</tool_call>``
+matters: an ``<answer>`` there makes it an answer turn, and an episode that ends on the turn is trained and
+scored with all of it."""
+
+END_OF_TEXT = "<|endoftext|>"
+"""Qwen2.5's padding token, which the original deleted from every decoded turn and context
+(``.replace("<|endoftext|>", "")``), wherever it stood."""
+
+ASSISTANT_OPEN = "<|im_start|>assistant\n"
+ASSISTANT_CLOSE = "<|im_end|>"
+"""The original trainer's loss mask (``dp_actor.py``, ``process_response_mask``) trained every token from each
+``ASSISTANT_OPEN`` up to and including the next ``ASSISTANT_CLOSE``."""
+
+
+def _dated(prompt: str, today: dt.date | None) -> str:
+    day = today or dt.datetime.now(dt.timezone.utc).date()
+    return prompt.format(today=day.isoformat())
 
 
 def system_prompt(today: dt.date | None = None) -> str:
     """The original's system turn, dated ``today`` (the UTC date by default, as its ``gmtime()``)."""
-    day = today or dt.datetime.now(dt.timezone.utc).date()
-    return SYSTEM_PROMPT.format(today=day.isoformat())
+    return _dated(SYSTEM_PROMPT, today)
+
+
+def rag_system_prompt(today: dt.date | None = None) -> str:
+    """The original's ``rag`` system turn, dated as ``system_prompt``."""
+    return _dated(RAG_SYSTEM_PROMPT, today)
 
 
 def user_prompt(question: str) -> str:
@@ -160,6 +218,8 @@ def parse_turn(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedTu
         call = json.loads(_between(content, "<tool_call>", "</tool_call>"))
     except json.JSONDecodeError as exc:
         return _failure("bad_json", f"The tool call is not JSON ({exc.msg}).")
+    except RecursionError:  # the original caught every exception here; deep nesting is the one json raises
+        return _failure("bad_json", "The tool call nests too deeply to be read.")
     if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
         return _failure("missing_name", 'The tool call needs "name" and "arguments".')
     name, arguments = call["name"], call["arguments"]
@@ -173,11 +233,17 @@ def parse_turn(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedTu
     return ParsedTurn(tool_name=name, arguments=arguments)
 
 
-def _sorted(value: Any) -> Any:
+def jsonify_order(value: Any) -> Any:
+    """``value`` as it came back through the handler service's Flask ``jsonify``: every dict's keys sorted.
+
+    Both the observation and the tool call itself made that trip before the trainer put them in its message
+    list (the recorded turns hold ``{"arguments": …, "name": …}``), so the re-rendered call lists its
+    arguments in sorted order whatever order the policy wrote them in.
+    """
     if isinstance(value, dict):
-        return {key: _sorted(value[key]) for key in sorted(value)}
+        return {key: jsonify_order(value[key]) for key in sorted(value)}
     if isinstance(value, list | tuple):
-        return [_sorted(item) for item in value]
+        return [jsonify_order(item) for item in value]
     return value
 
 
@@ -187,4 +253,54 @@ def render_observation(content: list[dict[str, Any]]) -> str:
     The handler service answered through Flask's ``jsonify`` (keys sorted), the trainer put the decoded list
     itself in the ``tool`` message, and the chat template printed it with ``str()``, quotes and all.
     """
-    return str(_sorted(content))
+    return str(jsonify_order(content))
+
+
+def think_of(text: str) -> str:
+    """The thinking of a sampled turn as the original cut it: after the first ``<think>`` (the prefilled one,
+    so the turn's own text up to any ``<think>`` it wrote) and before the first ``</think>``."""
+    return _between("<think>" + text, "<think>", "</think>")
+
+
+def assistant_message(text: str, parsed: ParsedTurn) -> dict[str, Any]:
+    """A tool-call turn as the original put it back in the conversation: its thinking and the call, nothing else
+    (the chat template then writes ``<think>…</think>``, a newline and ``<tool_call>`` with spaced JSON)."""
+    call = {"name": parsed.tool_name, "arguments": jsonify_order(parsed.arguments)}
+    return {"role": "assistant", "content": "<think>" + think_of(text) + "</think>",
+            "tool_calls": [{"type": "function", "function": call}]}
+
+
+def trained_mask(response_ids: list[int], open_ids: list[int], close_ids: list[int], pad_id: int | None) -> list[int]:
+    """1 on the response tokens the original trainer trained, 0 elsewhere.
+
+    The response is read as if it followed ``open_ids`` (the ids of ``ASSISTANT_OPEN``: the prompt ends with
+    it). Each opening starts a trained span that runs to the next ``close_ids`` inclusive; an opening never
+    closed trains to the end, less trailing ``pad_id`` tokens. After a close the search for the next opening
+    skips ``len(close_ids)`` more tokens (the newline that follows a close), as the original did.
+    """
+    tokens = [*open_ids, *response_ids]
+    offset, mask = len(open_ids), [0] * len(response_ids)
+    position = 0
+    while True:
+        start = _find(tokens, open_ids, position)
+        if start < 0:
+            return mask
+        start += len(open_ids)
+        end = _find(tokens, close_ids, start)
+        if end < 0:
+            end = len(tokens)
+            while end > start and tokens[end - 1] == pad_id:
+                end -= 1
+            mask[start - offset : end - offset] = [1] * (end - start)
+            return mask
+        end += len(close_ids)
+        mask[start - offset : end - offset] = [1] * (end - start)
+        position = end + len(close_ids)
+
+
+def _find(tokens: list[int], pattern: list[int], start: int) -> int:
+    """Where ``pattern`` first occurs in ``tokens`` at or after ``start``; -1 if nowhere."""
+    for i in range(start, len(tokens) - len(pattern) + 1):
+        if tokens[i : i + len(pattern)] == pattern:
+            return i
+    return -1

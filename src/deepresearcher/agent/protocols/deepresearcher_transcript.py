@@ -1,0 +1,119 @@
+"""The original DeepResearcher's transcript: a message list re-rendered whole before every turn.
+
+What the original trainer did (``scrl/llm_agent/generation.py``, ``run_llm_loop``; Apache-2.0), and so what
+this transcript does:
+
+- before each turn it renders the whole conversation through the chat template with the tools, adds
+  ``<think>`` and tokenizes that string whole; the policy samples to its end-of-turn token;
+- a tool-call turn goes back into the conversation as its thinking and its call only
+  (``deepresearcher.assistant_message``), then a ``tool`` message with the observation; what the policy
+  sampled is dropped, so the next context holds the template's rendering of the call, not the sampled text;
+- when the episode ends on a sampled turn (an answer or a malformed turn) the episode's text is the decoded
+  last context plus the decoded turn; when it ends after an observation (``max_turns``: the original ran the
+  last turn's call) it is the whole conversation rendered with the generation prompt; ``<|endoftext|>`` is
+  deleted from the decoded pieces;
+- the trained sequence is the tokenized first prompt (system and user turn and the generation prompt, no
+  ``<think>``) followed by the rest of that text tokenized whole, and the loss covers each assistant turn
+  from its opening to its ``<|im_end|>`` (``deepresearcher.trained_mask``).
+
+So the trained tokens are not all sampled ones and carry no sampling logprobs (``Segment.logprobs`` is None):
+the trainer recomputes old log-probabilities from the policy (docs/agent.md, "What re-rendering costs").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from deepresearcher.agent.parsing import ParsedTurn
+from deepresearcher.agent.protocols import deepresearcher as original
+from deepresearcher.agent.trajectory import Segment, Trajectory
+from deepresearcher.errors import ChatTemplateError
+from deepresearcher.generate.base import GenerationResult
+
+if TYPE_CHECKING:
+    from deepresearcher.agent.template import ChatTemplate
+
+THINK_OPEN = "<think>"
+
+
+class RenderedTranscript:
+    """One episode's conversation as the original kept it; see the module docstring."""
+
+    def __init__(self, template: ChatTemplate, trajectory: Trajectory) -> None:
+        if not template.supports_tools:
+            raise ChatTemplateError(
+                "This protocol re-renders tool calls through the chat template, but the policy's template does not "
+                "render tools (no `tools` in it); use a Qwen2.5-style template or agent.protocol=native."
+            )
+        self.template = template
+        self.trajectory = trajectory
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": template.system},
+            {"role": "user", "content": template.protocol.user_prompt(trajectory.question)},
+        ]
+        self.first_prompt = template.render(self.messages, add_generation_prompt=True)
+        self._ids = self._tokenize(self.first_prompt + THINK_OPEN)
+        self._turn: tuple[str, ParsedTurn] | None = None
+        self._ending: str | None = None
+        """The episode's text if it ends now: the last context and the last sampled turn, decoded."""
+        self._staged: tuple[list[dict[str, Any]], list[int]] | None = None
+
+    @property
+    def context_ids(self) -> list[int]:
+        return self._ids
+
+    def _tokenize(self, text: str) -> list[int]:
+        """A whole string to ids, as ``tokenizer(text)["input_ids"]`` (the tokenizer splits on special tokens)."""
+        return self.template.encode(text)
+
+    def _decode(self, ids: list[int]) -> str:
+        text = self.template.tokenizer.decode(ids, skip_special_tokens=False)
+        return text.replace(original.END_OF_TEXT, "")
+
+    def add_turn(self, result: GenerationResult, parsed: ParsedTurn) -> None:
+        text = result.text if result.text is not None else self.template.tokenizer.decode(result.token_ids)
+        self._turn = (text, parsed)
+        self._ending = self._decode(self._ids) + self._decode(list(result.token_ids))
+
+    def stage_observation(self, parsed: ParsedTurn, observation: str) -> int:
+        assert self._turn is not None, "an observation follows a turn"
+        text, _ = self._turn
+        if parsed.tool_name is not None:
+            assistant = original.assistant_message(text, parsed)
+            tool = {"role": "tool", "name": parsed.tool_name, "content": observation}
+        else:  # a malformed turn the episode goes on after (agent.end_on_format_error off): kept as written
+            assistant = {"role": "assistant", "content": THINK_OPEN + text.replace(original.ASSISTANT_CLOSE, "")}
+            tool = {"role": "tool", "name": "error", "content": observation}
+        messages = [*self.messages, assistant, tool]
+        ids = self._tokenize(self.template.render(messages, add_generation_prompt=True) + THINK_OPEN)
+        self._staged = (messages, ids)
+        return len(ids)
+
+    def commit(self) -> None:
+        assert self._staged is not None, "commit follows stage_observation"
+        (self.messages, self._ids), self._staged = self._staged, None
+        self._ending = None
+
+    def finish(self) -> None:
+        text = self._ending
+        if text is None:  # after an observation (or before any turn): the conversation, its next turn opened
+            text = self.template.render(self.messages, add_generation_prompt=True)
+        response = text[len(self.first_prompt) :]
+        prompt_ids = self._tokenize(self.first_prompt)
+        response_ids = self._tokenize(response) if response else []
+        tokenizer = self.template.tokenizer
+        mask = original.trained_mask(response_ids, self._tokenize(original.ASSISTANT_OPEN),
+                                     self._tokenize(original.ASSISTANT_CLOSE), tokenizer.pad_token_id)
+        self.trajectory.segments = [Segment(source="prompt", token_ids=prompt_ids), *_runs(response_ids, mask)]
+        self.trajectory.response_text = response
+
+
+def _runs(ids: list[int], mask: list[int]) -> list[Segment]:
+    """``ids`` cut where ``mask`` changes: trained runs are policy segments (no logprobs), the rest env ones."""
+    segments: list[Segment] = []
+    for token, trained in zip(ids, mask, strict=True):
+        source = "policy" if trained else "env"
+        if not segments or segments[-1].source != source:
+            segments.append(Segment(source=source, token_ids=[]))
+        segments[-1].token_ids.append(token)
+    return segments
