@@ -18,8 +18,8 @@ Termination reasons (``Trajectory.termination``):
   unless the protocol says so: ``AgentProtocol.call_at_max_turns``).
 - ``context_budget``: the next turn or observation would not fit in ``context_budget`` tokens; nothing is cut.
 - ``format_error``: a malformed turn, with ``end_on_format_error`` on (the paper's behaviour). A turn the
-  protocol's parser fails on (it raises) is a malformed turn of kind ``unparsable``: it ends that episode, never
-  the batch.
+  protocol's parser fails on (it raises) is a malformed turn of kind ``unparsable`` and ends that episode
+  whatever the setting, never the batch.
 
 Which ids each turn reads and which are trained is the protocol's transcript (``agent.transcript``).
 A tool failure (an exception from the toolbox) becomes an error observation; a generator failure is not
@@ -229,7 +229,7 @@ class RolloutEngine:
         self._emit("turn", rollout, turn)
         if parsed.error_kind is not None and result.finish_reason == "length" and budget_bound:
             return self._terminate(rollout, "context_budget")
-        if parsed.error_kind is not None and cfg.end_on_format_error:
+        if parsed.error_kind == "unparsable" or (parsed.error_kind is not None and cfg.end_on_format_error):
             return self._terminate(rollout, "format_error")
         if len(trajectory.turns) >= cfg.max_turns and not (
             self.template.protocol.call_at_max_turns and turn.tool_call is not None

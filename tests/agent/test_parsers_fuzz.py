@@ -1,0 +1,112 @@
+"""No text a policy writes may crash a rollout: both protocols' parsers over arbitrary text (hypothesis), the
+deepresearcher parser against the original's own ``parse_response`` on the same text, and a batch in which one
+rollout writes a call nested 1,500 deep while the others finish."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deepresearcher.agent.loop import run_rollouts
+from deepresearcher.agent.parsing import ParsedTurn
+from deepresearcher.agent.protocols import get_protocol
+from deepresearcher.agent.template import ChatTemplate
+from deepresearcher.config import load_config
+from deepresearcher.generate.scripted import ScriptedGenerator, key_by_text
+
+DEGENERATE = " plan </think>\n<tool_call>\n" + "[" * 1500 + "]" * 1500 + "\n</tool_call>"
+"""A turn of 1,500 opening and closing brackets inside a tool call: deeper than Python's recursion limit."""
+
+PIECES = ["<think>", "</think>", "<answer>", "</answer>", "<tool_call>", "</tool_call>", "\n", " ", "{", "}", "[", "]",
+          '"name"', '"arguments"', ":", ",", '"web_search"', '"browse_webpage"', '"query"', '"url_list"', '"q"', "[]",
+          '["a"]', "null", "1", '"', "\\", "Paris", "<|im_end|>", "[" * 1200, "]" * 1200, "{" * 1200]
+tag_soup = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=40).map("".join)
+any_text = st.one_of(st.text(max_size=300), tag_soup)
+
+
+def _one_outcome(parsed: ParsedTurn) -> None:
+    assert sum(x is not None for x in (parsed.answer, parsed.tool_name, parsed.error_kind)) == 1
+
+
+@pytest.mark.parametrize("name", ["native", "deepresearcher"])
+def test_the_degenerate_call_is_a_format_error(name: str) -> None:
+    protocol = get_protocol(name)
+    parsed = protocol.parse_turn(DEGENERATE, protocol.tools)
+    assert parsed.error_kind == "bad_json" and "deep" in (parsed.error or "")
+
+
+@pytest.mark.parametrize("name", ["native", "deepresearcher"])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=any_text)
+def test_parsers_never_raise(name: str, text: str) -> None:
+    protocol = get_protocol(name)
+    _one_outcome(protocol.parse_turn(text, protocol.tools))
+
+
+REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "deepresearcher"
+
+
+@functools.cache
+def _original_parse() -> Any:
+    """The original's ``LLMGenerationManager.parse_response`` on one decoded turn: ``(stop, think, call)``."""
+    source = REFERENCE / "scrl/llm_agent/generation.py"
+    if not source.is_file():
+        pytest.skip("../shared/reference/deepresearcher is not here")
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LLMGenerationManager")
+    method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "parse_response")
+    namespace: dict[str, Any] = {"json": json, "print": lambda *a, **k: None}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), str(source), "exec"), namespace)  # noqa: S102
+    manager = type("Manager", (), {"tokenizer": type("T", (), {"batch_decode": lambda _, rows: rows})()})()
+    return lambda text: namespace["parse_response"](manager, [text], think=True)[0]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=any_text)
+def test_deepresearcher_parser_decides_as_the_original(text: str) -> None:
+    """Same text, same verdict: the original stops where we answer or fail, and runs the call we run."""
+    stop, _, call = _original_parse()(text)
+    ours = get_protocol("deepresearcher").parse_turn(text, [])
+    assert stop == (ours.tool_name is None)
+    if not stop:
+        assert (call["name"], call["arguments"]) == (ours.tool_name, ours.arguments)
+
+
+class _NoTools:
+    async def call(self, name: str, arguments: dict[str, Any], context: Any) -> Any:
+        raise AssertionError("no rollout of this test calls a tool")
+
+
+@pytest.mark.parametrize("name", ["native", "deepresearcher"])
+@pytest.mark.parametrize("parser", ["own", "raising"])
+def test_one_degenerate_rollout_ends_alone(qwen_tokenizer, name: str, parser: str) -> None:
+    """Three rollouts in one batch; one writes the degenerate call (or meets a parser that raises): it ends as a
+    format failure and the other two answer."""
+    protocol = get_protocol(name)
+    if parser == "raising":
+        def parse(text: str, tools: list[dict[str, Any]]) -> ParsedTurn:
+            if "[[[" in text:
+                raise RecursionError("maximum recursion depth exceeded")
+            return get_protocol(name).parse_turn(text, tools)
+
+        protocol = dataclasses.replace(protocol, parse_turn=parse)
+    config = load_config(overrides=[f"agent.protocol={name}", "agent.end_on_format_error=true"])
+    questions = {"a": "Who wrote Alpha?", "b": "Who wrote Beta?", "c": "Who wrote Gamma?"}
+    scripts = {"a": [" ok </think>\n<answer>A</answer>"], "b": [DEGENERATE], "c": [" ok </think>\n<answer>C</answer>"]}
+    generator = ScriptedGenerator(qwen_tokenizer, scripts, key_of=key_by_text(qwen_tokenizer, questions))
+    template = ChatTemplate(qwen_tokenizer, protocol)
+    trajectories = asyncio.run(run_rollouts(list(questions.values()), generator, _NoTools(), qwen_tokenizer,
+                                            config.agent, template=template))
+    assert [t.termination for t in trajectories] == ["answer", "format_error", "answer"]
+    assert [t.answer for t in trajectories] == ["A", None, "C"]
+    kind = trajectories[1].turns[0].format_error or ""
+    assert kind.startswith("unparsable" if parser == "raising" else "bad_json")
