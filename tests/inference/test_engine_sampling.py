@@ -156,3 +156,33 @@ def test_next_turn_reuses_the_sessions_cache_and_samples_as_a_full_forward_would
     plain = two_turns(uncached)
     assert uncached.reused_tokens == 0
     assert [r.token_ids for _, r in plain] == [r.token_ids for _, r in results]
+
+
+@pytest.mark.timeout(120)
+def test_a_rewritten_turn_reuses_the_shared_start_and_samples_as_a_full_forward_would(tiny_model_dir: Path) -> None:
+    """A next turn whose context rewrites the last sampled turn (as a re-rendering protocol does) reuses the keys
+    and values of the ids both share and encodes the rest: its logprobs equal a plain forward's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    prompt = tokenizer("Who founded Acme Works? web_search")["input_ids"]
+    rewrite = tokenizer(" query url_list Vesk is the capital")["input_ids"]
+    generator = LocalEngine(model, tokenizer, seed=2)
+    params = SamplingParams(max_tokens=8, temperature=0.9, session=7)
+
+    async def two_turns():  # noqa: ANN202
+        first = await generator.generate(prompt, params)
+        kept = first.token_ids[:3]  # the start of the turn survives; the rest is written anew
+        second_prompt = prompt + kept + rewrite
+        return first, second_prompt, await generator.generate(second_prompt, params)
+
+    first, second_prompt, second = asyncio.run(two_turns())
+    assert first.token_ids[3:4] != rewrite[:1] or len(first.token_ids) <= 3
+    assert generator.reused_tokens == len(prompt) + min(3, len(first.token_ids) - 1)
+    assert generator.prefill_tokens == len(prompt) + len(second_prompt) - generator.reused_tokens
+    full = torch.tensor([second_prompt + second.token_ids])
+    with torch.no_grad():
+        logits = model(full).logits[0, len(second_prompt) - 1 : -1] / 0.9
+    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(second.token_ids).unsqueeze(-1)).squeeze(-1)
+    assert second.logprobs == pytest.approx(expected.tolist(), abs=2e-4)

@@ -12,9 +12,11 @@ batch, so the event loop never waits on a forward pass:
   the CPU a tiny model's extra forward passes cost more than the wait); from idle, and when a batch has
   drained, the thread waits ``batch_wait_s`` so simultaneous requests share one prefill. Each row leaves the batch the step
   it finishes, so a short turn never waits for a long one;
-- **KV cache across turns**: a request with ``SamplingParams.session`` whose prompt extends that
-  session's last prompt + sampled ids reuses its keys and values and encodes only the new tokens (an
-  episode's next turn encodes only the tool's observation). Kept sessions are bounded in bytes;
+- **KV cache across turns**: a request with ``SamplingParams.session`` reuses the keys and values of
+  that session's last prompt + sampled ids as far as its prompt shares their start, and encodes only the
+  rest (an episode's next turn encodes only the tool's observation; a protocol that re-renders the last
+  turn, as the original DeepResearcher's did, encodes from the first token the rendering changed). Kept
+  sessions are bounded in bytes;
 - **sampling per row**: temperature, top-p, stop strings, ``max_tokens``; greedy rows (temperature 0)
   take the argmax. Each row draws from its own random stream, seeded by the engine's seed, the request's
   ``seed`` and ``session`` and its prompt length, so what a request samples does not depend on which
@@ -465,14 +467,19 @@ class LocalEngine:
     # --- sessions: keys and values kept from one turn to the next -----------------------------------
 
     def _take_prefix(self, row: _Row) -> _Prefix | None:
-        """The kept prefix of this row's session if its ids start the prompt (it is used up either way)."""
+        """The kept prefix of this row's session, cut to the start it shares with the prompt and to leave at least
+        one prompt token to encode (whose logits sample the first token); it is used up either way."""
         session = row.params.session
         prefix = self._prefixes.pop(session, None) if session is not None else None
         if prefix is None:
             return None
         self._cached_bytes -= prefix.nbytes
-        n = len(prefix.ids)
-        return prefix if n < len(row.prompt) and row.prompt[:n] == prefix.ids else None
+        n = min(_shared_start(prefix.ids, row.prompt), len(row.prompt) - 1)
+        if n <= 0:
+            return None
+        if n == len(prefix.ids):
+            return prefix
+        return _Prefix(prefix.ids[:n], [(keys[:, :n], values[:, :n]) for keys, values in prefix.layers], 0)
 
     def _keep_prefix(self, row: _Row, batch: _Batch, index: int) -> None:
         """Copy a finished row's keys and values for its session's next turn, unless over the byte budget."""
@@ -509,3 +516,11 @@ class LocalEngine:
                     values[i, :, width - c :] = hit.layers[layer][1]
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+
+def _shared_start(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:  # the usual case, a turn that extends the last one: one comparison in C
+        return n
+    return next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
