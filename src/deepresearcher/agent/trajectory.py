@@ -6,9 +6,14 @@ A trajectory is a list of segments laid end to end::
       source="prompt"          source="policy"  source="env"          source="policy"       source="policy"
       mask 0                   mask 1           mask 0                mask 1                mask 1
 
-Policy segments keep the ids *as sampled* and their logprobs; env segments are observations
-tokenized once and appended. Nothing is re-rendered after sampling, so
+Under the native protocol (token-in/token-out) policy segments keep the ids *as sampled* and their logprobs;
+env segments are observations tokenized once and appended. Nothing is re-rendered after sampling, so
 ``decode(all_ids)`` is exactly what the model saw, and ``completion_mask`` is 1 exactly on sampled tokens.
+
+Under ``agent.protocol: deepresearcher`` the trajectory is laid out as the original trainer trained it
+(``agent.protocols.deepresearcher_transcript``): the conversation re-tokenized from text, policy segments are
+the tokens its loss mask trained (each assistant turn, ``<think>`` to ``<|im_end|>``), and they carry no
+sampling logprobs.
 """
 
 from __future__ import annotations
@@ -99,11 +104,13 @@ class Trajectory(BaseModel):
 
     @property
     def completion_logprobs(self) -> list[float]:
-        """Sampling logprobs aligned with ``completion_ids``; 0.0 on observation tokens."""
+        """Sampling logprobs aligned with ``completion_ids``; 0.0 on observation tokens, NaN on policy tokens
+        whose sampling logprob is unknown (a re-tokenized turn): no number may stand in for one that was never
+        sampled, and TRL's importance-sampling correction leaves NaN tokens uncorrected."""
         out: list[float] = []
         for s in self._completion_segments():
-            if s.source == "policy" and s.logprobs is not None:
-                out.extend(s.logprobs)
+            if s.source == "policy":
+                out.extend(s.logprobs if s.logprobs is not None else [float("nan")] * len(s.token_ids))
             else:
                 out.extend([0.0] * len(s.token_ids))
         return out

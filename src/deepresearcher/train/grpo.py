@@ -4,8 +4,8 @@ How one optimizer step runs::
 
     dataset row = task id ──► TRL repeats it group_size times ──► rollout_func(prompts, trainer)
         ──► agent loop: multi-turn episodes against the real tools, sampled with the *current* weights
-        ──► {prompt_ids, completion_ids, logprobs, env_mask, reward, ...}   (token-in/token-out: TRL never
-            re-tokenizes; env_mask = 0 on tool observations, so they add nothing to the loss)
+        ──► {prompt_ids, completion_ids, logprobs, env_mask, reward, ...}   (the trajectory's trained layout: TRL
+            never re-tokenizes; env_mask = 0 on tool observations, so they add nothing to the loss)
         ──► TRL: group advantages, clipped ratio, k3 KL to the reference, entropy bonus, token-mean loss
 
 The trainer is configured so that one generation batch is exactly one optimizer step
@@ -225,6 +225,11 @@ def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id:
 
     A completion that does not end in EOS counts as truncated in TRL's logs; an episode cut off by the
     turn or context budget is exactly that, so its ids are left as they are.
+
+    ``logprobs`` are the sampling ones where the trained token was sampled, NaN where it was not (a protocol
+    that re-renders turns, ``agent.protocol: deepresearcher``). TRL uses them only for its vLLM
+    importance-sampling correction, which leaves NaN tokens at ratio 1; the old log-probabilities of the
+    GRPO ratio are always the trainer's own (recomputed, or the current ones when the step is on-policy).
     """
     out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "reward": []}
     for t, r in zip(trajectories, rewards, strict=True):
