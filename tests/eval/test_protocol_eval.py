@@ -51,7 +51,7 @@ def test_the_published_checkpoint_is_evaluated_with_the_original_protocol(qwen_t
     assert result.exit_code == 0, result.output
     requests = server.requests
     assert {r["temperature"] for r in requests} == {1.0}, "the original validated at temperature 1.0"
-    assert {tuple(r["stop"]) for r in requests} == {("</tool_call>",)}
+    assert {tuple(r.get("stop") or ()) for r in requests} == {()}, "every turn runs to its end-of-turn token"
 
     first = qwen_tokenizer.decode(requests[0]["prompt"], skip_special_tokens=False)
     today = dt.datetime.now(dt.timezone.utc).date()
@@ -67,8 +67,11 @@ def test_the_published_checkpoint_is_evaluated_with_the_original_protocol(qwen_t
                                      "'web_page_info_list': [{'quick_summary': ")
     assert browse["text"].startswith("[{'information': [{'page_number': 0, 'page_summary': ")
     assert "Paris is the capital of France." in browse["text"]
-    seen = [i for s in paris["trajectory"]["segments"][:5] for i in s["token_ids"]]
-    assert any(r["prompt"] == seen for r in requests), "the ids the server got are the trajectory's"
+    trained = paris["trajectory"]["segments"][0]["token_ids"]
+    text = qwen_tokenizer.decode(trained, skip_special_tokens=False) + paris["trajectory"]["response_text"]
+    last = [qwen_tokenizer.decode(r["prompt"], skip_special_tokens=False) for r in requests]
+    last = [p for p in last if "capital of France" in p and p.count("<tool_response>") == 2]
+    assert any(text.startswith(p) for p in last), "the last context the server got starts the episode's text"
 
     cairo = records["Which river flows through Cairo?"]
     assert (cairo["termination"], cairo["turns"], cairo["answer"]) == ("format_error", 2, None)
