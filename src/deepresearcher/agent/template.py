@@ -13,6 +13,9 @@ the suffix, so it is exactly what the template would have produced, yet past tur
 Templates that render ``tools`` (Qwen2.5 and most tool-capable models) get the schemas and a ``tool``
 role message; the others (SmolLM2's plain ChatML) get the schemas in the system prompt and the
 observation as a user turn wrapped in ``<tool_response>``.
+
+That is the native protocol's token-in/token-out layout (``agent.transcript.TokenTranscript``); a protocol
+that re-renders whole conversations (the original DeepResearcher's) uses ``render`` and ``encode`` directly.
 """
 
 from __future__ import annotations

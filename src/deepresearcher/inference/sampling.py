@@ -26,8 +26,9 @@ class SamplingParams(BaseModel):
     seed: int | None = None
     session: int | None = Field(
         None,
-        description="Requests of one session (an episode's turns) each extend the previous one's token ids, "
-        "so a generator may keep that session's KV cache from one call to the next; None: no reuse.",
+        description="Requests of one session (an episode's turns) share the start of their token ids with the "
+        "previous one's prompt and sampled ids (usually they extend them), so a generator may keep that session's "
+        "KV cache from one call to the next; None: no reuse.",
     )
 
 
