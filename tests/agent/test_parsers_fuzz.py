@@ -110,3 +110,39 @@ def test_one_degenerate_rollout_ends_alone(qwen_tokenizer, name: str, parser: st
     assert [t.answer for t in trajectories] == ["A", None, "C"]
     kind = trajectories[1].turns[0].format_error or ""
     assert kind.startswith("unparsable" if parser == "raising" else "bad_json")
+
+
+@functools.cache
+def _original_mask() -> Any:
+    """The original trainer's ``process_response_mask`` (``dp_actor.py``), compiled alone."""
+    source = REFERENCE / "verl/workers/actor/dp_actor.py"
+    if not source.is_file():
+        pytest.skip("../shared/reference/deepresearcher is not here")
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DataParallelPPOActor")
+    method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "process_response_mask")
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), str(source), "exec"), namespace)  # noqa: S102
+    return namespace["process_response_mask"]
+
+
+OPEN, CLOSE, PAD = [7, 8, 9], [5], 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(ids=st.lists(st.one_of(st.sampled_from([OPEN, CLOSE, [PAD], [1], [2, 3]]), st.lists(st.integers(0, 9),
+                                                                                           max_size=4)),
+                    max_size=30).map(lambda parts: [t for p in parts for t in p]))
+def test_trained_mask_is_the_original_trainers(ids: list[int]) -> None:
+    """Our restatement of the original's loss mask agrees with its own function on any response: spans from each
+    opening to its close inclusive, an unclosed span to the end less trailing padding, the token after a close
+    skipped."""
+    import torch
+
+    from deepresearcher.agent.protocols.deepresearcher import trained_mask
+
+    tokenizer = type("T", (), {"pad_token_id": PAD,
+                               "encode": lambda _, text, add_special_tokens=False: OPEN if "start" in text else CLOSE})()
+    responses = torch.tensor([ids or [1]])
+    expected = _original_mask()(None, responses, torch.ones_like(responses), tokenizer)[0].tolist()
+    assert trained_mask(ids or [1], OPEN, CLOSE, PAD) == expected

@@ -103,16 +103,17 @@ async def test_failures_answer_an_empty_list(world_env, world_config, calls, why
     assert outcome.text == "[]" and outcome.error, why
 
 
-def test_the_protocol_implies_the_originals_settings() -> None:
+@pytest.mark.parametrize("name", ["deepresearcher", "deepresearcher-rag"])
+def test_the_protocol_implies_the_originals_settings(name: str) -> None:
     """32k context, ending on a malformed turn and eval at temperature 1.0 unless set; compact observations refused."""
-    config = load_config(overrides=["agent.protocol=deepresearcher"])
+    config = load_config(overrides=[f"agent.protocol={name}"])
     assert (config.agent.context_budget, config.agent.end_on_format_error, config.eval.temperature) == (32768, True, 1.0)
-    config = load_config(overrides=["agent.protocol=deepresearcher", "agent.context_budget=8192", "eval.temperature=0"])
+    config = load_config(overrides=[f"agent.protocol={name}", "agent.context_budget=8192", "eval.temperature=0"])
     assert (config.agent.context_budget, config.eval.temperature) == (8192, 0.0)
     native = load_config()
     assert (native.agent.context_budget, native.agent.end_on_format_error, native.eval.temperature) == (16384, False, 0.0)
     with pytest.raises(ConfigError, match="observation_format=compact"):
-        load_config(overrides=["agent.protocol=deepresearcher", "browse.observation_format=compact"])
+        load_config(overrides=[f"agent.protocol={name}", "browse.observation_format=compact"])
     with pytest.raises(ConfigError, match="agent.protocol"):
         load_config(overrides=["agent.protocol=paper"])
 
@@ -127,3 +128,15 @@ async def test_a_malformed_turn_ends_the_episode(qwen_tokenizer, world_env, worl
     generator.assert_consumed()
     assert trajectory.termination == "format_error" and len(trajectory.turns) == 1
     assert [s.source for s in trajectory.segments] == ["prompt", "policy"]
+
+
+async def test_rag_searches_the_local_index_as_the_handler_answered(world_env, world_config, small_world) -> None:
+    """``deepresearcher-rag`` over a local index (``search.backend: local``): the one tool answers with the
+    handler's search shape, hits from the index."""
+    protocol = get_protocol("deepresearcher-rag")
+    assert [t["function"]["name"] for t in protocol.tools] == ["web_search"]
+    toolbox, context = protocol.make_toolbox(world_env, world_config), protocol.new_context("q")
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "hop1")
+    results = _observed(await toolbox.call("web_search", {"query": [task.chain[0].query]}, context))
+    assert list(results[0]) == ["search_query", "web_page_info_list"] and results[0]["web_page_info_list"]
+    assert all(list(hit) == ["quick_summary", "title", "url"] for hit in results[0]["web_page_info_list"])
