@@ -140,3 +140,31 @@ async def test_rag_searches_the_local_index_as_the_handler_answered(world_env, w
     results = _observed(await toolbox.call("web_search", {"query": [task.chain[0].query]}, context))
     assert list(results[0]) == ["search_query", "web_page_info_list"] and results[0]["web_page_info_list"]
     assert all(list(hit) == ["quick_summary", "title", "url"] for hit in results[0]["web_page_info_list"])
+
+
+def test_a_chatml_template_without_tools_gets_the_qwen_rendering_of_the_call(smollm2_tokenizer) -> None:
+    """A plain ChatML template (SmolLM2's, the tiny models') renders no tool calls: the call goes back into the context
+    written as Qwen2.5's template writes it, the observation in ``<tool_response>``, and the mask still trains each
+    assistant turn from ``<think>`` to ``<|im_end|>``."""
+    import asyncio
+
+    from deepresearcher.agent.tools import ToolOutcome
+
+    class Toolbox:
+        async def call(self, name, arguments, context):  # noqa: ANN001, ANN202
+            return ToolOutcome(text="[]", raw=[])
+
+    protocol = get_protocol("deepresearcher")
+    config = load_config(overrides=["agent.protocol=deepresearcher"])
+    generator = ScriptedGenerator(smollm2_tokenizer, [
+        ' look </think>\n\n<tool_call>{"arguments":{"query":["b","a"]},"name":"web_search"}</tool_call>',
+        " ok </think>\n<answer>x</answer>"])
+    template = ChatTemplate(smollm2_tokenizer, protocol)
+    (trajectory,) = asyncio.run(run_rollouts(["Q?"], generator, Toolbox(), smollm2_tokenizer, config.agent,
+                                             template=template))
+    assert trajectory.termination == "answer"
+    assert trajectory.response_text.startswith(
+        '<think> look </think>\n<tool_call>\n{"name": "web_search", "arguments": {"query": ["b", "a"]}}\n</tool_call>'
+        "<|im_end|>\n<|im_start|>user\n<tool_response>\n[]\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>")
+    trained = [smollm2_tokenizer.decode(s.token_ids) for s in trajectory.segments if s.source == "policy"]
+    assert len(trained) == 2 and all(t.startswith("<think>") and t.endswith("<|im_end|>") for t in trained)

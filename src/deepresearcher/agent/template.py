@@ -101,7 +101,8 @@ class ChatTemplate:
             raise ChatTemplateError("apply_chat_template(tokenize=False) did not return text; upgrade transformers.")
         return text
 
-    def _tool_message(self, content: str) -> dict[str, Any]:
+    def tool_message(self, content: str) -> dict[str, Any]:
+        """A tool result as this template takes it: a ``tool`` message, else a user turn in ``<tool_response>``."""
         if self.supports_tools:
             return {"role": "tool", "content": content}
         return {"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"}
@@ -115,7 +116,7 @@ class ChatTemplate:
         ]
         marker = "@@DR_OBSERVATION@@"
         without = self.render(base, add_generation_prompt=False)
-        with_tool = self.render([*base, self._tool_message(marker)], add_generation_prompt=True)
+        with_tool = self.render([*base, self.tool_message(marker)], add_generation_prompt=True)
         if _PLACEHOLDER not in without or not with_tool.startswith(without) or with_tool.count(marker) != 1:
             raise ChatTemplateError(
                 "The policy's chat template changes earlier turns when a tool turn is added, so observations cannot "

@@ -262,12 +262,20 @@ def think_of(text: str) -> str:
     return _between("<think>" + text, "<think>", "</think>")
 
 
-def assistant_message(text: str, parsed: ParsedTurn) -> dict[str, Any]:
+def assistant_message(text: str, parsed: ParsedTurn, *, template_renders_tools: bool = True) -> dict[str, Any]:
     """A tool-call turn as the original put it back in the conversation: its thinking and the call, nothing else
-    (the chat template then writes ``<think>…</think>``, a newline and ``<tool_call>`` with spaced JSON)."""
+    (Qwen2.5's chat template then writes ``<think>…</think>``, a newline and ``<tool_call>`` with spaced JSON).
+
+    A template that does not render tool calls (plain ChatML) gets the call written as Qwen2.5's would be, in the
+    content: the same text, so small CPU models can run this protocol too.
+    """
     call = {"name": parsed.tool_name, "arguments": jsonify_order(parsed.arguments)}
-    return {"role": "assistant", "content": "<think>" + think_of(text) + "</think>",
-            "tool_calls": [{"type": "function", "function": call}]}
+    content = "<think>" + think_of(text) + "</think>"
+    if not template_renders_tools:
+        arguments = json.dumps(call["arguments"], ensure_ascii=False)
+        return {"role": "assistant",
+                "content": f'{content}\n<tool_call>\n{{"name": "{call["name"]}", "arguments": {arguments}}}\n</tool_call>'}
+    return {"role": "assistant", "content": content, "tool_calls": [{"type": "function", "function": call}]}
 
 
 def trained_mask(response_ids: list[int], open_ids: list[int], close_ids: list[int], pad_id: int | None) -> list[int]:

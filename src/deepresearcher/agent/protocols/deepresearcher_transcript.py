@@ -7,7 +7,8 @@ this transcript does:
   ``<think>`` and tokenizes that string whole; the policy samples to its end-of-turn token;
 - a tool-call turn goes back into the conversation as its thinking and its call only
   (``deepresearcher.assistant_message``), then a ``tool`` message with the observation; what the policy
-  sampled is dropped, so the next context holds the template's rendering of the call, not the sampled text;
+  sampled is dropped, so the next context holds the template's rendering of the call, not the sampled text
+  (a template that renders no tools, plain ChatML, gets the call written as Qwen2.5's template writes it);
 - when the episode ends on a sampled turn (an answer or a malformed turn) the episode's text is the decoded
   last context plus the decoded turn; when it ends after an observation (``max_turns``: the original ran the
   last turn's call) it is the whole conversation rendered with the generation prompt; ``<|endoftext|>`` is
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from deepresearcher.agent.parsing import ParsedTurn
 from deepresearcher.agent.protocols import deepresearcher as original
 from deepresearcher.agent.trajectory import Segment, Trajectory
-from deepresearcher.errors import ChatTemplateError
 from deepresearcher.generate.base import GenerationResult
 
 if TYPE_CHECKING:
@@ -41,11 +41,6 @@ class RenderedTranscript:
     """One episode's conversation as the original kept it; see the module docstring."""
 
     def __init__(self, template: ChatTemplate, trajectory: Trajectory) -> None:
-        if not template.supports_tools:
-            raise ChatTemplateError(
-                "This protocol re-renders tool calls through the chat template, but the policy's template does not "
-                "render tools (no `tools` in it); use a Qwen2.5-style template or agent.protocol=native."
-            )
         self.template = template
         self.trajectory = trajectory
         self.messages: list[dict[str, Any]] = [
@@ -107,12 +102,13 @@ class RenderedTranscript:
     def stage_observation(self, parsed: ParsedTurn, observation: str) -> int:
         assert self._turn is not None, "an observation follows a turn"
         text, _ = self._turn
+        tool = self.template.tool_message(observation)
         if parsed.tool_name is not None:
-            assistant = original.assistant_message(text, parsed)
-            tool = {"role": "tool", "name": parsed.tool_name, "content": observation}
+            assistant = original.assistant_message(text, parsed, template_renders_tools=self.template.supports_tools)
+            if tool["role"] == "tool":
+                tool["name"] = parsed.tool_name
         else:  # a malformed turn the episode goes on after (agent.end_on_format_error off): kept as written
             assistant = {"role": "assistant", "content": THINK_OPEN + text.replace(original.ASSISTANT_CLOSE, "")}
-            tool = {"role": "tool", "name": "error", "content": observation}
         messages = [*self.messages, assistant, tool]
         ids = self._tokenize_context(self.template.render(messages, add_generation_prompt=True) + THINK_OPEN)
         self._staged = (messages, ids)
