@@ -44,6 +44,21 @@ def test_the_degenerate_call_is_a_format_error(name: str) -> None:
     assert parsed.error_kind == "bad_json" and "deep" in (parsed.error or "")
 
 
+def test_a_call_nested_past_what_trajectories_can_hold_is_refused() -> None:
+    """A call the original would have run, nested 300 deep in an argument it ignores: kept, the trajectory could
+    not be written (JSON writers stop at 254 levels), so it is malformed; 60 levels still run."""
+    from deepresearcher.agent.trajectory import ToolCallRecord, Trajectory, TurnRecord
+
+    protocol = get_protocol("deepresearcher")
+    for depth, runs in ((60, True), (300, False)):
+        call = '{"name": "web_search", "arguments": {"query": ["a"], "x": %s}}' % ("[" * depth + "]" * depth)
+        parsed = protocol.parse_turn(f" x </think>\n<tool_call>\n{call}\n</tool_call>", protocol.tools)
+        assert (parsed.tool_name == "web_search") == runs and (parsed.error_kind == "bad_json") != runs
+        if runs:
+            record = ToolCallRecord(name="web_search", arguments=parsed.arguments)
+            Trajectory(turns=[TurnRecord(text="x", tool_call=record)]).to_json_line()
+
+
 @pytest.mark.parametrize("name", ["native", "deepresearcher"])
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=any_text)

@@ -126,7 +126,7 @@ def parse_turn(text: str, tools: list[dict[str, Any]]) -> ParsedTurn:
     if isinstance(arguments, str):  # some models double-encode the arguments
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
     if not isinstance(arguments, dict):
         return _error("bad_arguments", f'The "arguments" of {name} must be a JSON object.')

@@ -148,6 +148,11 @@ TOOLS_FOR_WIKI: list[dict[str, Any]] = [
 """The ``rag`` variant's one tool. Its parser and handler were the same as ``online_search``'s, so a
 ``browse_webpage`` call the prompt never offered still ran."""
 
+MAX_CALL_DEPTH = 64
+"""A tool call nested deeper than this is malformed. The original accepted any depth Python's JSON decoder could
+read (about 1,000); a call kept in a trajectory must stay within what JSON writers serialize (orjson stops at
+254 levels), and no tool takes more than three."""
+
 MAX_QUERIES = 3
 """Queries of one ``web_search`` call that run ("only perform first 3 search queries")."""
 
@@ -186,6 +191,17 @@ def user_prompt(question: str) -> str:
     return question
 
 
+def _depth(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (counted without recursion, so any depth is safe)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _between(text: str, start: str, end: str) -> str:
     """``text.split(start)[1].split(end)[0]``: after the first ``start``, up to the next ``start`` or ``end``."""
     return text.split(start)[1].split(end)[0]
@@ -220,6 +236,8 @@ def parse_turn(text: str, tools: list[dict[str, Any]] | None = None) -> ParsedTu
         return _failure("bad_json", f"The tool call is not JSON ({exc.msg}).")
     except RecursionError:  # the original caught every exception here; deep nesting is the one json raises
         return _failure("bad_json", "The tool call nests too deeply to be read.")
+    if _depth(call) > MAX_CALL_DEPTH:
+        return _failure("bad_json", f"The tool call nests deeper than {MAX_CALL_DEPTH} levels.")
     if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
         return _failure("missing_name", 'The tool call needs "name" and "arguments".')
     name, arguments = call["name"], call["arguments"]
