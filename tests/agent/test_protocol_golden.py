@@ -216,8 +216,6 @@ def _theirs(tokenizer: Any, generator: Recording, rag: bool = False) -> Original
     for sampled, content in zip(generator.sampled, [SEARCH["content"], READ["content"], None], strict=False):
         if not episode.turn(episode.context(), sampled, content):
             break
-    else:
-        episode.context() if len(generator.sampled) > len(episode.contexts) else None
     return episode
 
 
