@@ -278,3 +278,12 @@ def test_rag_episode_matches_the_originals_rag_context(qwen_tokenizer) -> None:
                                   protocol_name="deepresearcher-rag")
     assert trajectory.termination == "answer"
     _assert_same(trajectory, generator, _theirs(qwen_tokenizer, generator, rag=True))
+
+
+def test_recorded_calls_came_back_key_sorted() -> None:
+    """Why the re-rendered call lists its arguments sorted: the calls the original put back in its conversation came
+    through its handler service's ``jsonify``, and the recorded ones hold ``arguments`` before ``name`` and
+    ``query`` before ``url_list``, as no policy writes them but as sorting leaves them."""
+    for turn in (SEARCH, READ):
+        assert list(turn) == sorted(turn) and list(turn["tool_call"]) == ["arguments", "name"]
+    assert list(READ["tool_call"]["arguments"]) == ["query", "url_list"]
