@@ -724,8 +724,16 @@ class EvalConfig(Section):
     )
     judge_prompt: Literal["deepresearcher", "rearter"] = Field(
         "deepresearcher",
-        description="The judge's prompt: `deepresearcher` (the paper's MBE prompt: JSON rationale and judgement, "
-        "temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0).",
+        description="The prompt of the `judge` column: `deepresearcher` (the paper's MBE prompt: JSON rationale and "
+        "judgement, temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0). The `mbe` column "
+        "(the paper's MBE on the answer its script took) is filled whenever a judge is set, whichever prompt this is.",
+    )
+    judge_attempts: int = Field(
+        100,
+        ge=1,
+        description="Calls per answer at most until the judge's reply holds a verdict; after that the answer counts "
+        "as incorrect (`unparsed`). The original asked without a bound; reports give the bound and the unparsed "
+        "replies.",
     )
 
 
