@@ -731,9 +731,9 @@ class EvalConfig(Section):
     judge_attempts: int = Field(
         100,
         ge=1,
-        description="Calls per answer at most until the judge's reply holds a verdict; after that the answer counts "
-        "as incorrect (`unparsed`). The original asked without a bound; reports give the bound and the unparsed "
-        "replies.",
+        description="Calls per answer at most until the MBE judge's reply holds a verdict; after that the answer "
+        "counts as incorrect (`unparsed`). The original asked without a bound; reports give the bound and the "
+        "unparsed replies. A temperature-0 prompt (`rearter`) is asked once.",
     )
 
 

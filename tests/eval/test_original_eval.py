@@ -14,12 +14,11 @@ from collections import Counter
 import pytest
 
 from deepresearcher.agent.trajectory import Trajectory, TurnRecord
-from deepresearcher.config import load_config
+from deepresearcher.config import LLMClientConfig, load_config
 from deepresearcher.data import record_to_task
 from deepresearcher.eval.judge import Judge
 from deepresearcher.eval.runner import score_trajectory
 from deepresearcher.llm import make_chat_client
-from deepresearcher.config import LLMClientConfig
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 
 PROMPT = ("<|im_start|>system\nAnswer in <think></think><answer></answer> tags.<|im_end|>\n"
@@ -138,3 +137,22 @@ def test_the_cases_reach_the_judge_where_the_original_asked_it(original, judge_s
     assert {"two answers", "a tool call after the answer", "an empty answer", "an answer that normalizes to nothing",
             "an earlier answer, a later one", "a question with a trailing space", "golds repeated and spaced"} <= set(asked)
     assert "cut by max_turns" not in asked and "hyphens split words" not in asked
+
+
+async def test_mbe_is_filled_whatever_the_judge_prompt(judge_server) -> None:
+    """With ``eval.judge_prompt: rearter`` the judge column is ReARTeR's verdict on our answer and the MBE column
+    still the paper's, from the same model; both calls are counted."""
+    row = {"prompt": [{"role": "user", "content": "Capital of France?"}], "reward_model": {"ground_truth": "Paris"}}
+    response = "a</think>\n<answer>Lyon</answer><answer>Paris</answer>"  # our format check: no answer
+    trajectory = Trajectory(turns=[TurnRecord(text=response)], response_text=response)
+    client = make_chat_client(LLMClientConfig(kind="openai", base_url=judge_server.base_url, model="judge-emu"))
+    judge = Judge(client, prompt="rearter")
+    try:
+        record = await score_trajectory(trajectory, record_to_task(row), judge,
+                                        load_config(overrides=["eval.judge_prompt=rearter"]))
+    finally:
+        await judge.aclose()
+    assert (record["judge"], record["judge_by"]) == (0.0, "no_answer")
+    assert (record["mbe"], record["mbe_by"], record["original_answer"]) == (0.0, "model", "lyon")
+    assert record["judge_asked"] == 3 and record["judge_unparsed"] == 2
+    assert all("pred_answer: lyon" in r["messages"][-1]["content"] for r in judge_server.requests)

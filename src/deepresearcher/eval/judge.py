@@ -199,16 +199,18 @@ class Judge:
         self, client: ChatClient, *, cache: Any = None, model_name: str | None = None,
         prompt: JudgePromptName = "deepresearcher", attempts: int | None = None,
     ) -> None:
-        """``attempts`` bounds the calls per verdict (``eval.judge_attempts``); None: the prompt's own bound."""
+        """``attempts`` bounds the calls per verdict of a sampling prompt (``eval.judge_attempts``); None: the
+        prompt's own bound. A prompt asked at temperature 0 is asked once: its next reply would be the same."""
         self.client = client
         self.cache = cache
         self.model_name = model_name or getattr(client, "model", "") or "judge"
         self.prompt = JUDGE_PROMPTS[prompt]
-        self.attempts = attempts or self.prompt.attempts
+        self._bound = attempts
+        self.attempts = attempts if attempts and self.prompt.temperature > 0 else self.prompt.attempts
 
     def with_prompt(self, prompt: JudgePromptName) -> Judge:
-        """The same model and cache asked with another prompt; closing this judge closes both."""
-        return Judge(self.client, cache=self.cache, model_name=self.model_name, prompt=prompt, attempts=self.attempts)
+        """The same model, cache and bound asked with another prompt; closing this judge closes both."""
+        return Judge(self.client, cache=self.cache, model_name=self.model_name, prompt=prompt, attempts=self._bound)
 
     def messages(self, question: str, answer: str, golds: list[str]) -> list[Message]:
         """The chat the judge model sees."""

@@ -251,9 +251,11 @@ async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Co
         record[name] = None if verdict is None else float(verdict["correct"])
         record[f"{name}_by"] = None if verdict is None else verdict["by"]
         record[f"{name}_reply"] = None if verdict is None else verdict["reply"]
-    calls = [] if judge is None else [verdicts["mbe"], *([verdicts["judge"]] if verdicts["judge"] is not verdicts["mbe"] else [])]
-    record["judge_asked"] = None if judge is None else sum(v["asked"] for v in calls)
-    record["judge_unparsed"] = None if judge is None else sum(v["unparsed"] for v in calls)
+    record["judge_asked"] = record["judge_unparsed"] = None
+    if judge is not None:  # the judge column may be the MBE verdict itself: count its calls once
+        calls = [verdicts["mbe"]] if verdicts["judge"] is verdicts["mbe"] else [verdicts["mbe"], verdicts["judge"]]
+        record["judge_asked"] = sum(v["asked"] for v in calls)
+        record["judge_unparsed"] = sum(v["unparsed"] for v in calls)
     return {
         **record,
         "original_answer": scored.original_answer,
