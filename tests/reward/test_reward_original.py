@@ -13,6 +13,7 @@ import re
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from deepresearcher.config import RewardConfig
@@ -50,6 +51,7 @@ def _golds_shapes(golds: list[str]):
         ("numpy array", {"prompt": np.array(prompt), "reward_model": {"ground_truth": np.array(golds, dtype=object)}}),
         ("search-r1 target", {"prompt": prompt, "reward_model": {"ground_truth": {"target": np.array(golds)}}}),
         ("joined in a list", {"question": "Q? ", "answers": [joined]}),
+        ("pandas row", pd.Series({"prompt": np.array(prompt), "reward_model": {"ground_truth": joined}})),
     ]
 
 
@@ -97,7 +99,8 @@ def _cases(n: int, seed: int = 27):
         golds = rng.sample(GOLDS, rng.randint(1, 3))
         if rng.random() < 0.2:
             golds.append(golds[0])  # a repeated alias, as four rows of the paper's test set have
-        label, record = _golds_shapes(golds)[index % 5]
+        shapes = _golds_shapes(golds)
+        label, record = shapes[index % len(shapes)]
         yield pytest.param(_response(rng, golds), golds, record, id=f"{index}-{label}")
 
 
@@ -120,7 +123,7 @@ def _turns(response: str) -> list[SimpleNamespace]:
                                                       response, flags=re.DOTALL)]
 
 
-def _score(response: str, record: dict, metric: str = "deepresearcher"):
+def _score(response: str, record, metric: str = "deepresearcher"):
     question, golds = question_and_golds(record)
     task = QATask(id="t", source="nq", question=question, golds=golds)
     rollout = SimpleNamespace(turns=_turns(response), response_text=response)
