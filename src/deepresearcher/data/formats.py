@@ -303,8 +303,9 @@ def record_to_task(record: Any, *, source: str | None = None, split: str = "", r
     else ``source``.
 
     ``split``, when given, wins over the record's own label (DeepResearcher's test rows say "dev").
-    When a ``reward_model.ground_truth`` string holds more than the cleaned golds (a repeated alias, spaces
-    around one), ``metadata["ground_truth"]`` keeps it as written: the paper's judge was shown it so.
+    When the row's golds hold more than the cleaned ones (a repeated alias, spaces around one),
+    ``metadata["ground_truth"]`` keeps them as written, joined by ``<|answer_split|>``: the paper's judge was
+    shown them so.
     The id is the dataset's own, prefixed with ``<source>_`` unless it already starts with it, so ids are
     unique across benchmarks (FlashRAG numbers every benchmark ``dev_0, dev_1, ...``).
 
@@ -330,9 +331,9 @@ def record_to_task(record: Any, *, source: str | None = None, split: str = "", r
         context=_context(record),
         metadata=_metadata(record),
     )
-    truth = (record.get("reward_model") or {}).get("ground_truth") if isinstance(record.get("reward_model"), dict) else None
-    if isinstance(truth, str) and truth != ANSWER_SPLIT.join(task.golds):  # repeats or spaces the golds dropped
-        task.metadata["ground_truth"] = truth  # the paper's judge saw them
+    written = ANSWER_SPLIT.join(golds)
+    if written != ANSWER_SPLIT.join(task.golds):  # repeats or spaces the cleaned golds dropped: the paper's judge saw them
+        task.metadata["ground_truth"] = written
     return task
 
 
