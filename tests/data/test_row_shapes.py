@@ -120,6 +120,7 @@ def test_the_paper_files_read_alike_through_pandas_pyarrow_and_the_loaders(share
         raw = arrow[index]["reward_model"]["ground_truth"]
         assert task.question == question
         assert task.golds == list(dict.fromkeys(g.strip() for g in raw.split(ANSWER_SPLIT)))
+        assert task.metadata.get("ground_truth", ANSWER_SPLIT.join(task.golds)) == raw  # what the paper's judge saw
         for row in (frame.iloc[index], records[index]):
             assert record_to_task(row, split=split) == task
         rollout_task = from_row({**arrow[index], "raw_prompt": arrow[index]["prompt"]})
