@@ -111,11 +111,13 @@ class RewardConfig(Section):
     format_penalty: float = Field(
         -1.0, description="Reward of a rollout with a broken format or no answer (the paper: -1)."
     )
-    metric: Literal["f1", "em", "cover_em", "squad_f1", "squad_em", "deepresearcher_f1"] = Field(
+    metric: Literal["f1", "em", "cover_em", "squad_f1", "squad_em", "deepresearcher_f1", "deepresearcher"] = Field(
         "f1",
         description="Metric that is the reward of a well-formed answer, best over gold aliases: `f1`/`em`/"
         "`cover_em` (SQuAD-style, Unicode folded), `squad_f1`/`squad_em` (the official SQuAD script), "
-        "`deepresearcher_f1` (the original's F1, with its tag-balance format gate instead of ours).",
+        "`deepresearcher_f1` (the original evaluation script's F1 and tag gate, on the last assistant turn), "
+        "`deepresearcher` (the original's training reward, `compute_score`, on the whole response: turns, "
+        "turn markers and observations, quirks included; see docs/reward.md).",
     )
     unanswerable_phrases: list[str] = Field(
         default_factory=lambda: [
@@ -724,8 +726,16 @@ class EvalConfig(Section):
     )
     judge_prompt: Literal["deepresearcher", "rearter"] = Field(
         "deepresearcher",
-        description="The judge's prompt: `deepresearcher` (the paper's MBE prompt: JSON rationale and judgement, "
-        "temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0).",
+        description="The prompt of the `judge` column: `deepresearcher` (the paper's MBE prompt: JSON rationale and "
+        "judgement, temperature 0.7) or `rearter` (ReARTeR's True/False prompt, temperature 0). The `mbe` column "
+        "(the paper's MBE on the answer its script took) is filled whenever a judge is set, whichever prompt this is.",
+    )
+    judge_attempts: int = Field(
+        100,
+        ge=1,
+        description="Calls per answer at most until the MBE judge's reply holds a verdict; after that the answer "
+        "counts as incorrect (`unparsed`). The original asked without a bound; reports give the bound and the "
+        "unparsed replies. A temperature-0 prompt (`rearter`) is asked once.",
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deepresearcher.config import LLMClientConfig
-from deepresearcher.eval.judge import MBE_PROMPT, MBE_SYSTEM, Judge, parse_mbe, parse_verdict
+from deepresearcher.eval.judge import JUDGE_PROMPTS, MBE_PROMPT, MBE_SYSTEM, Judge, parse_mbe, parse_verdict
 from deepresearcher.llm import make_chat_client
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 from deepresearcher.web.cache import WebCache
@@ -126,25 +126,28 @@ async def test_mbe_exact_match_uses_the_papers_normalization():
 
 
 async def test_mbe_asks_again_until_a_reply_holds_a_judgement():
-    """A reply without the JSON verdict is asked again; three such replies leave the answer unparsed (incorrect)."""
-    script = [Reply(text="Let me think."), Reply(text=MBE_WRONG), *[Reply(text="no json")] * 3]
+    """A reply without the JSON verdict is asked again, up to the bound; then the answer is unparsed (incorrect).
+    Each verdict says how many calls it took and how many replies held no verdict."""
+    script = [Reply(text="Let me think."), Reply(text='{"judgement": "Correct"}'), Reply(text=MBE_WRONG),
+              *[Reply(text="no json")] * 5]
     with OpenAIEmulator(script).running() as server:
-        judge = Judge(_client(server))
+        judge = Judge(_client(server), attempts=5)
         try:
-            second = await judge.judge("Who was the 35th US president?", "Nixon", ["John F. Kennedy"])
+            third = await judge.judge("Who was the 35th US president?", "Nixon", ["John F. Kennedy"])
             never = await judge.judge("Who was the 35th US president?", "Lincoln", ["John F. Kennedy"])
         finally:
             await judge.aclose()
-    assert (second.correct, second.by) == (False, "model")
-    assert (never.correct, never.by, never.reply) == (False, "unparsed", "no json")
-    assert len(server.requests) == 5
+    assert (third.correct, third.by, third.asked, third.unparsed) == (False, "model", 3, 2)
+    assert (never.correct, never.by, never.reply, never.asked, never.unparsed) == (False, "unparsed", "no json", 5, 5)
+    assert len(server.requests) == 8
+    assert JUDGE_PROMPTS["deepresearcher"].attempts == 100  # the paper's prompt: asked until it answers, bounded
 
 
 @pytest.mark.parametrize(
     ("reply", "expected"),
-    [(MBE_CORRECT, True), (MBE_WRONG, False), ('{"judgement": " Correct "}', True), ('{"judgement": "partly"}', None),
+    [(MBE_CORRECT, True), (MBE_WRONG, False), ('{"judgement": " Correct "}', None), ('{"judgement": "partly"}', None),
      ("correct", None), ("{not json}", None), ('["correct"]', None)],
 )
 def test_parse_mbe_reads_the_json_judgement(reply, expected):
-    """Only a JSON object's ``judgement`` decides; free text saying correct does not."""
+    """Only a JSON object's ``judgement``, exactly ``correct`` or ``incorrect`` as the original required, decides."""
     assert parse_mbe(reply) is expected

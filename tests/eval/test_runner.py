@@ -50,7 +50,9 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert metrics["meta"]["config_hash"] == used.config_hash() == cfg.config_hash()
     assert metrics["meta"]["temperature"] == used.eval.temperature == 0.0 and metrics["meta"]["judge_model"] == "judge-emu"
     md = (out / "report.md").read_text()
-    assert "| nq | 2 | 50.0 | 83.3 | 50.0 | 50.0 | 83.3 | 83.3 | 100.0 |" in md and "**average**" in md
+    assert "| nq | 2 | 50.0 | 83.3 | 50.0 | 50.0 | 83.3 | 50.0 | 83.3 | 100.0 | 100.0 |" in md and "**average**" in md
+    assert (nq["judge_asked"], nq["judge_unparsed"], metrics["meta"]["judge_attempts"]) == (1, 0, 100)
+    assert "asked up to 100 times for a verdict; 2 calls, 0 replies without a verdict" in md
     assert "F1 (DeepResearcher)" in md and "EM (SQuAD)" in md and "prompt `deepresearcher`" in md
     assert "judge-emu" in md and used.config_hash() in md and "top-k 10" in md and "extractive" in md
     html = (out / "report.html").read_text()

@@ -108,6 +108,8 @@ def test_reward_metric_deepresearcher_f1_scores_answers() -> None:
     config = RewardConfig(metric="deepresearcher_f1")
     assert score("Beatles", ["The Beatles"], config=config) == pytest.approx(2 / 3)
     assert score("Beatles", ["The Beatles"]) == 1.0
+    whole = RewardConfig(metric="deepresearcher")  # one answer string: the original's F1 of it
+    assert score("Beatles", ["The Beatles"], config=whole) == pytest.approx(2 / 3)
 
 
 @pytest.mark.parametrize("module", [deepresearcher.reward.deepresearcher])

@@ -93,6 +93,7 @@ def test_answer_metrics_for_eval() -> None:
     """Every answer metric of one answer, each by its own rules; unanswerable tasks score all by the cannot-find rule."""
     assert answer_metrics("the Eiffel Tower", ["Eiffel Tower"]) == {
         "em": 1.0, "f1": 1.0, "cover_em": 1.0, "squad_em": 1.0, "squad_f1": 1.0, "deepresearcher_f1": pytest.approx(0.8),
+        "deepresearcher_em": 0.0,
     }
     assert answer_metrics(None, ["x"]) == dict.fromkeys(ANSWER_METRICS, 0.0)
     assert answer_metrics("cannot find it", ["cannot find"]) == dict.fromkeys(ANSWER_METRICS, 1.0)

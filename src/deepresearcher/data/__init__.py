@@ -11,7 +11,15 @@ from deepresearcher.data.contamination import (
     read_decisions,
 )
 from deepresearcher.data.corpus import corpus_from_tasks, load_passages
-from deepresearcher.data.formats import ANSWER_SPLIT, canonical_source, load_file, read_records, record_to_task
+from deepresearcher.data.formats import (
+    ANSWER_SPLIT,
+    canonical_source,
+    golds_from,
+    load_file,
+    question_and_golds,
+    read_records,
+    record_to_task,
+)
 from deepresearcher.data.mix import PAPER_RATIOS, MixReport, allocate, make_mix, question_key
 from deepresearcher.data.registry import (
     BENCHMARKS,
@@ -45,12 +53,14 @@ __all__ = [
     "evaluation_tasks",
     "filter_contaminated",
     "get_benchmark",
+    "golds_from",
     "load_benchmark",
     "load_file",
     "load_hub",
     "load_passages",
     "local_data_dir",
     "make_mix",
+    "question_and_golds",
     "question_key",
     "read_decisions",
     "read_records",

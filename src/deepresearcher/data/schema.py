@@ -26,7 +26,7 @@ class QATask(BaseModel):
 
     id: str = Field(description="Stable id: the dataset's own when it has one, else `<source>_<row>`.")
     source: str = Field(description="Canonical benchmark name: nq, tq, hotpotqa, 2wiki, musique, bamboogle, ...")
-    question: str
+    question: str = Field(description="The question as the dataset has it (not stripped: the original fed it verbatim).")
     golds: list[str] = Field(description="Gold answer aliases; any of them counts as correct.")
     split: str = ""
     context: list[Paragraph] = Field(default_factory=list, description="Paragraphs shipped with the question.")
@@ -35,8 +35,7 @@ class QATask(BaseModel):
     @field_validator("question")
     @classmethod
     def _question_not_blank(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
+        if not value.strip():
             raise ValueError("question is empty")
         return value
 

@@ -4,7 +4,7 @@ With ``k`` samples per question, ``mean@k`` is the metric averaged over every sa
 score of one rollout) and ``pass@k`` the chance that at least one of ``k`` samples is correct, from the
 unbiased estimator of Chen et al. (2021) on the ``n`` samples actually run: ``1 - C(n-c, k) / C(n, k)``.
 With one sample both equal the plain mean. The average row is the unweighted mean over benchmarks,
-as the paper's "Avg." column.
+as the paper's "Avg." column; the judge's call counts are summed instead.
 """
 
 from __future__ import annotations
@@ -14,13 +14,17 @@ from collections.abc import Iterable
 from math import comb
 from typing import Any
 
-__all__ = ["METRICS", "PASS_METRICS", "pass_at_k", "summarize"]
+__all__ = ["JUDGE_COUNTS", "METRICS", "PASS_METRICS", "pass_at_k", "summarize"]
 
-METRICS: tuple[str, ...] = ("em", "f1", "cover_em", "squad_em", "squad_f1", "deepresearcher_f1", "judge")
-"""Columns of the report (``reward.ANSWER_METRICS`` and the judge); ``judge`` is None (not reported) when no
-judge model was configured, and a metric that older records lack is None too."""
-PASS_METRICS: tuple[str, ...] = ("em", "cover_em", "squad_em", "judge")
+METRICS: tuple[str, ...] = (
+    "em", "f1", "cover_em", "squad_em", "squad_f1", "deepresearcher_em", "deepresearcher_f1", "mbe", "judge",
+)
+"""Columns of the report (``reward.ANSWER_METRICS``, the paper's MBE and the judge); ``mbe`` and ``judge`` are
+None (not reported) when no judge model was configured, and a metric that older records lack is None too."""
+PASS_METRICS: tuple[str, ...] = ("em", "cover_em", "squad_em", "deepresearcher_em", "mbe", "judge")
 """Binary metrics that have a pass@k (F1 is graded, so it only has mean@k)."""
+JUDGE_COUNTS: tuple[str, ...] = ("judge_asked", "judge_unparsed")
+"""Judge calls and replies without a verdict, summed per benchmark and overall (None without a judge)."""
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -58,6 +62,9 @@ def _benchmark_row(records: list[dict[str, Any]], k: int) -> dict[str, Any]:
                 n, c = len(samples), sum(1 for s in samples if float(s[metric]) >= 1.0)
                 per_task.append(pass_at_k(n, c, min(k, n)))
             row[f"pass@{k}_{metric}"] = _mean(per_task)
+    for key in JUDGE_COUNTS:
+        counts = [r.get(key) for r in records]
+        row[key] = None if any(c is None for c in counts) else sum(counts)
     row["answered"] = _mean([float(r.get("answer") is not None) for r in records])
     row["format_ok"] = _mean([float(bool(r.get("format_ok"))) for r in records])
     row["turns"] = _mean([float(r.get("turns", 0)) for r in records])
@@ -80,5 +87,6 @@ def summarize(records: Iterable[dict[str, Any]], k: int, order: list[str] | None
     keys = [key for key in (next(iter(rows.values()), {})) if key not in ("questions", "rollouts")]
     for key in keys:
         values = [row[key] for row in rows.values()]
-        average[key] = None if any(v is None for v in values) else _mean(values)
+        total = sum if key in JUDGE_COUNTS else _mean
+        average[key] = None if any(v is None for v in values) else total(values)
     return {"benchmarks": rows, "average": average}

@@ -5,19 +5,25 @@ reports a judge's verdict. Two prompts, chosen by ``eval.judge_prompt``:
 
 * ``deepresearcher`` (default): the paper's MBE prompt, from its evaluation script
   (``evaluate/cacluate_metrics.py`` in GAIR-NLP/DeepResearcher, Apache-2.0), as it ran there: a system
-  turn "You are a helpful assistant.", temperature 0.7, the golds lower-cased and shown as a Python list,
-  the answer lower-cased with punctuation turned to spaces (DeepResearcher's normalization), and a JSON
-  reply ``{"rationale", "judgement": "correct" | "incorrect"}``. A reply without that JSON is asked
-  again (the original asks until it gets one; here up to ``attempts`` times). An answer equal to a gold
-  after that normalization is correct without a call, as there.
+  turn "You are a helpful assistant.", temperature 0.7, the question verbatim, the golds lower-cased and
+  shown as a Python list, the answer lower-cased with punctuation turned to spaces (DeepResearcher's
+  normalization), and a JSON reply whose ``judgement`` is exactly ``correct`` or ``incorrect``. The answer
+  is the one the original took (the first ``<answer>`` of the last assistant turn; ``reward.score_rollout``
+  gives it as ``original_answer``): an empty answer, or one that normalizes to nothing (``The``), is judged
+  too. An answer equal to a gold after that normalization is correct without a call, as there. A reply
+  without a verdict is asked again, up to ``attempts`` times (``eval.judge_attempts``; the original asked
+  without a bound).
 * ``rearter``: the True/False prompt of ReARTeR (Sun et al., 2025), also used by R1-Searcher, at
-  temperature 0; its exact-match shortcut uses the folded SQuAD normalization. The first standalone
+  temperature 0; its exact-match shortcut uses the folded SQuAD normalization, and an answer that
+  normalizes to nothing is incorrect without a call. The first standalone
   true/false/correct/incorrect/yes/no of the reply decides.
 
 Any client of ``deepresearcher.llm`` can judge (an OpenAI-compatible server, a local model, the embedded
 SmolLM2). Every call is recorded in the web cache under kind ``judge``, keyed by the judge model, prompt,
-question, answer and golds, so a rerun (or another eval that asks the same) costs nothing. A reply with
-no verdict is ``unparsed`` and counts as incorrect, never as an error, so one bad reply cannot stop an eval.
+question, answer, golds and attempt, so a rerun (or another eval that asks the same) costs nothing. A
+verdict says how many calls it took (``asked``) and how many replies held no verdict (``unparsed``); when
+every attempt is unparsed the answer counts as incorrect (``by="unparsed"``), never as an error, so one bad
+judge cannot stop an eval.
 
 Example::
 
@@ -90,6 +96,10 @@ class Verdict:
     correct: bool
     by: JudgedBy
     reply: str = ""
+    asked: int = 0
+    """Calls made to the judge model for this verdict."""
+    unparsed: int = 0
+    """Replies among them that held no verdict."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,9 +124,12 @@ def parse_verdict(reply: str) -> bool | None:
 def parse_mbe(reply: str) -> bool | None:
     """The ``judgement`` of the JSON object in an MBE reply, or None when there is none.
 
+    As the original read it: the text from the first ``{`` to the last ``}`` must be JSON, and its
+    ``judgement`` exactly ``correct`` or ``incorrect`` (``" Correct "`` is asked again, as there).
+
     >>> parse_mbe('```json\\n{"rationale": "same person", "judgement": "correct"}\\n```')
     True
-    >>> parse_mbe('{"judgement": "incorrect"}'), parse_mbe("correct"), parse_mbe('{"judgement": "maybe"}')
+    >>> parse_mbe('{"judgement": "incorrect"}'), parse_mbe("correct"), parse_mbe('{"judgement": "Correct"}')
     (False, None, None)
     """
     found = re.search(r"\{.*\}", reply, re.DOTALL)
@@ -126,8 +139,8 @@ def parse_mbe(reply: str) -> bool | None:
         data = json.loads(found.group())
     except json.JSONDecodeError:
         return None
-    judgement = str(data.get("judgement", "")).strip().lower() if isinstance(data, dict) else ""
-    return {"correct": True, "incorrect": False}.get(judgement)
+    judgement = data.get("judgement") if isinstance(data, dict) else None
+    return {"correct": True, "incorrect": False}.get(judgement) if isinstance(judgement, str) else None
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,7 @@ class JudgePrompt:
     temperature: float
     max_tokens: int
     attempts: int
-    """Times the judge is asked until its reply holds a verdict."""
+    """Times the judge is asked until its reply holds a verdict, unless the judge is given another bound."""
 
     def messages(self, question: str, answer: str, golds: list[str]) -> list[Message]:
         """The chat the judge model sees."""
@@ -151,6 +164,14 @@ class JudgePrompt:
             return [{"role": "system", "content": MBE_SYSTEM}, {"role": "user", "content": prompt}]
         prompt = REARTER_PROMPT.format(question=question.strip(), golds=" | ".join(golds), answer=answer.strip())
         return [{"role": "user", "content": prompt}]
+
+    def shown_answer(self, answer: str) -> str:
+        """The answer as the prompt shows it (and the cache keys it)."""
+        return deepresearcher_normalize(answer) if self.name == "deepresearcher" else answer.strip()
+
+    def judges_empty(self) -> bool:
+        """Whether an answer that normalizes to nothing still goes to the judge (the paper's script sent it)."""
+        return self.name == "deepresearcher"
 
     def exact(self, answer: str, golds: list[str]) -> bool:
         """Whether the answer is correct without asking (equal to a gold under this prompt's normalization)."""
@@ -165,23 +186,31 @@ class JudgePrompt:
 
 JudgePromptName = Literal["deepresearcher", "rearter"]
 JUDGE_PROMPTS: dict[str, JudgePrompt] = {
-    "deepresearcher": JudgePrompt("deepresearcher", "dr-mbe-v1", temperature=0.7, max_tokens=512, attempts=3),
+    "deepresearcher": JudgePrompt("deepresearcher", "dr-mbe-v2", temperature=0.7, max_tokens=512, attempts=100),
     "rearter": JudgePrompt("rearter", "dr-judge-v1", temperature=0.0, max_tokens=8, attempts=1),
 }
 """The judge prompts by ``eval.judge_prompt`` name."""
 
 
 class Judge:
-    """Judges answers with one chat client; exact matches and empty answers never reach the model."""
+    """Judges answers with one chat client; exact matches (and, for ReARTeR, empty answers) never reach the model."""
 
     def __init__(
         self, client: ChatClient, *, cache: Any = None, model_name: str | None = None,
-        prompt: JudgePromptName = "deepresearcher",
+        prompt: JudgePromptName = "deepresearcher", attempts: int | None = None,
     ) -> None:
+        """``attempts`` bounds the calls per verdict of a sampling prompt (``eval.judge_attempts``); None: the
+        prompt's own bound. A prompt asked at temperature 0 is asked once: its next reply would be the same."""
         self.client = client
         self.cache = cache
         self.model_name = model_name or getattr(client, "model", "") or "judge"
         self.prompt = JUDGE_PROMPTS[prompt]
+        self._bound = attempts
+        self.attempts = attempts if attempts and self.prompt.temperature > 0 else self.prompt.attempts
+
+    def with_prompt(self, prompt: JudgePromptName) -> Judge:
+        """The same model, cache and bound asked with another prompt; closing this judge closes both."""
+        return Judge(self.client, cache=self.cache, model_name=self.model_name, prompt=prompt, attempts=self._bound)
 
     def messages(self, question: str, answer: str, golds: list[str]) -> list[Message]:
         """The chat the judge model sees."""
@@ -198,25 +227,25 @@ class Judge:
         return await self.cache.cached("judge", self.model_name, request, params, lambda: self._ask(messages))
 
     async def judge(self, question: str, answer: str | None, golds: list[str]) -> Verdict:
-        """The verdict on one answer; a failing judge model gives ``by="error"`` (incorrect), not an exception."""
-        if answer is None or not normalize_answer(answer):
+        """The verdict on one answer (None: no answer); a failing judge model gives ``by="error"``, not an exception."""
+        if answer is None or not (self.prompt.judges_empty() or normalize_answer(answer)):
             return Verdict(False, "no_answer")
         if self.prompt.exact(answer, golds):
             return Verdict(True, "exact")
         messages = self.messages(question, answer, golds)
-        request = {"question": normalize_answer(question), "answer": answer.strip(), "golds": sorted(golds)}
+        request = {"question": question, "answer": self.prompt.shown_answer(answer), "golds": sorted(golds)}
         reply = ""
-        for attempt in range(self.prompt.attempts):
+        for attempt in range(self.attempts):
             try:
                 reply = await self._reply(messages, request, attempt)
             except BackendError as exc:
                 logger.warning("judge %s failed on %r: %s", self.model_name, question[:80], exc)
-                return Verdict(False, "error", str(exc))
+                return Verdict(False, "error", str(exc), asked=attempt + 1, unparsed=attempt)
             decided = self.prompt.parse(reply)
             if decided is not None:
-                return Verdict(decided, "model", reply)
-        logger.info("judge reply without a verdict: %r", reply[:120])
-        return Verdict(False, "unparsed", reply)
+                return Verdict(decided, "model", reply, asked=attempt + 1, unparsed=attempt)
+        logger.info("judge reply without a verdict after %d attempts: %r", self.attempts, reply[:120])
+        return Verdict(False, "unparsed", reply, asked=self.attempts, unparsed=self.attempts)
 
     async def aclose(self) -> None:
         """Close the client, and the cache if one was given (the judge owns both)."""

@@ -35,12 +35,14 @@ _LABELS = {
     "cover_em": "cover-EM (folded)",
     "squad_em": "EM (SQuAD)",
     "squad_f1": "F1 (SQuAD)",
+    "deepresearcher_em": "EM (DeepResearcher)",
     "deepresearcher_f1": "F1 (DeepResearcher)",
+    "mbe": "MBE (DeepResearcher)",
     "judge": "judge",
 }
-"""Column titles, each naming its metric: folded (ours), the official SQuAD script, the paper's own F1."""
-_META_KEYS = ("search_backend", "search_index", "top_k", "reader", "judge_model", "judge_prompt", "policy", "date",
-              "config_hash")
+"""Column titles, each naming its metric: folded (ours), the official SQuAD script, the paper's own EM, F1, MBE."""
+_META_KEYS = ("search_backend", "search_index", "top_k", "reader", "judge_model", "judge_prompt", "judge_attempts",
+              "policy", "date", "config_hash")
 
 
 def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
@@ -58,6 +60,7 @@ def report_meta(config: Config, date: str | None = None) -> dict[str, Any]:
         "reader": config.browse.reader + (f" ({config.reader_llm.kind})" if config.browse.reader == "llm" else ""),
         "judge_model": (judge.model or judge.kind) if judge else None,
         "judge_prompt": config.eval.judge_prompt if judge else None,
+        "judge_attempts": config.eval.judge_attempts if judge else None,
         "samples": config.eval.samples,
         "temperature": config.eval.temperature,
         "seed": config.eval.seed,
@@ -98,7 +101,7 @@ def metrics_table(document: dict[str, Any]) -> Table:
     k = document["meta"]["samples"]
     columns = [(m, _LABELS[m]) for m in METRICS]
     if k > 1:
-        columns += [(f"pass@{k}_{m}", f"pass@{k} {_LABELS[m]}") for m in ("cover_em", "judge")]
+        columns += [(f"pass@{k}_{m}", f"pass@{k} {_LABELS[m]}") for m in ("cover_em", "mbe", "judge")]
 
     def cells(name: str, row: dict[str, Any]) -> list[str]:
         turns = "—" if row.get("turns") is None else f"{row['turns']:.1f}"
@@ -114,14 +117,18 @@ def markdown_table(document: dict[str, Any]) -> str:
     return metrics_table(document).markdown()
 
 
-def _judge_line(meta: dict[str, Any]) -> str:
+def _judge_line(meta: dict[str, Any], average: dict[str, Any]) -> str:
     if not meta["judge_model"]:
         return "none"
-    return f"`{meta['judge_model']}`, prompt `{meta.get('judge_prompt')}` (exact match counts as correct)"
+    calls = "" if average.get("judge_asked") is None else (
+        f"; {average['judge_asked']} calls, {average['judge_unparsed']} replies without a verdict")
+    return (f"`{meta['judge_model']}`, prompt `{meta.get('judge_prompt')}` for *judge*, the paper's for *MBE* "
+            f"(exact match counts as correct; asked up to {meta.get('judge_attempts')} times for a verdict{calls})")
 
 
-def settings_lines(meta: dict[str, Any]) -> list[str]:
-    """The settings behind every number, one line each (Markdown, without the list bullet)."""
+def settings_lines(meta: dict[str, Any], average: dict[str, Any] | None = None) -> list[str]:
+    """The settings behind every number, one line each (Markdown, without the list bullet); ``average`` (the
+    table's average row) adds the judge's call counts."""
     decoding = "greedy" if meta["temperature"] == 0 else f"temperature {meta['temperature']}, seed {meta['seed']}"
     return [
         (f"policy: `{meta['policy']}`, protocol `{meta.get('protocol', 'native')}`; decoding: {decoding}; "
@@ -129,9 +136,10 @@ def settings_lines(meta: dict[str, Any]) -> list[str]:
         f"search: `{meta['search_backend']}` ({meta['search_index']}), top-k {meta['top_k']}; reader: `{meta['reader']}`",
         (f"limits: {meta['max_turns']} turns, {meta['max_tokens_per_turn']} tokens per turn, "
          f"context budget {meta['context_budget']} tokens"),
-        f"judge: {_judge_line(meta)}",
+        f"judge: {_judge_line(meta, average or {})}",
         "metrics: *folded* = SQuAD normalization after Unicode folding; *SQuAD* = the official script; "
-        "*DeepResearcher* = the paper's F1 (punctuation to spaces, articles kept, token sets, its tag check)",
+        "*DeepResearcher* = the paper's evaluation script (punctuation to spaces, articles kept, F1 over token "
+        "sets, the first answer of the last assistant turn behind its tag check)",
         f"date: {meta['date']}; config hash: `{meta['config_hash']}`",
     ]
 
@@ -165,7 +173,7 @@ def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:
         notes=[f"Metrics in percent (mean@{meta['samples']}); the average row is the unweighted mean over benchmarks.",
                *([BASELINES_NOTE] if baselines else [])],
         tables={"": metrics_table(document), **{f"No-tools baselines: {label}": t for label, t in baselines}},
-        settings=settings_lines(meta), records=records, doc_title=f"deepresearcher eval {meta['config_hash']}",
+        settings=settings_lines(meta, document["average"]), records=records, doc_title=f"deepresearcher eval {meta['config_hash']}",
     ).html()
 
 
@@ -188,7 +196,7 @@ def write_reports(out: Path, records: list[dict[str, Any]], config: Config, orde
         "",
         markdown_table(document),
         "",
-        *(f"- {line}" for line in settings_lines(document["meta"])),
+        *(f"- {line}" for line in settings_lines(document["meta"], document["average"])),
         "",
     ]
     for label, table in baseline_tables(document):

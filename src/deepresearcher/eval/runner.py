@@ -36,6 +36,7 @@ from deepresearcher.data import QATask, load_benchmark, load_file
 from deepresearcher.errors import ConfigError, DataError
 from deepresearcher.eval.report import write_reports
 from deepresearcher.generate.base import GenerationResult, Generator, SamplingParams
+from deepresearcher.reward import ANSWER_SPLIT
 
 __all__ = [
     "TRAJECTORIES",
@@ -224,21 +225,40 @@ def settings_conflicts(saved: dict[str, Any], config: Config) -> list[str]:
 
 
 async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
-    """The scored record of one rollout: ``reward.score_rollout``'s reward and metrics, plus the judge's verdict."""
+    """The scored record of one rollout: ``reward.score_rollout``'s reward and metrics, plus the judges' verdicts.
+
+    ``mbe`` is the paper's MBE as its evaluation script computed it: the answer it took (``original_answer``),
+    the question verbatim and the golds as the row spelled them. ``judge`` is ``eval.judge_prompt``'s verdict:
+    the same one when that prompt is the paper's, else ReARTeR's on the answer our format check found.
+    """
     from deepresearcher.reward import score_rollout
 
     scored = score_rollout(trajectory, task.golds, answerable=task.metadata.get("answerable"), config=config.reward)
-    verdict: dict[str, Any] | None = None
+    verdicts: dict[str, dict[str, Any] | None] = {"mbe": None, "judge": None}
     if judge is not None:
+        mbe_judge = judge if judge.prompt.name == "deepresearcher" else judge.with_prompt("deepresearcher")
+        golds = task.metadata.get("ground_truth", ANSWER_SPLIT.join(task.golds)).split(ANSWER_SPLIT)
+        verdicts["mbe"] = (await mbe_judge.judge(task.question, scored.original_answer, golds)).to_dict()
         if scored.unanswerable:
-            verdict = {"correct": bool(scored.metrics["em"]), "by": "unanswerable", "reply": ""}
+            verdicts["judge"] = {"correct": bool(scored.metrics["em"]), "by": "unanswerable", "reply": "", "asked": 0,
+                                 "unparsed": 0}
+        elif mbe_judge is judge:
+            verdicts["judge"] = verdicts["mbe"]
         else:
-            verdict = (await judge.judge(task.question, scored.answer, task.golds)).to_dict()
+            verdicts["judge"] = (await judge.judge(task.question, scored.answer, task.golds)).to_dict()
+    record: dict[str, Any] = dict(scored.metrics)
+    for name, verdict in verdicts.items():
+        record[name] = None if verdict is None else float(verdict["correct"])
+        record[f"{name}_by"] = None if verdict is None else verdict["by"]
+        record[f"{name}_reply"] = None if verdict is None else verdict["reply"]
+    record["judge_asked"] = record["judge_unparsed"] = None
+    if judge is not None:  # the judge column may be the MBE verdict itself: count its calls once
+        calls = [verdicts["mbe"]] if verdicts["judge"] is verdicts["mbe"] else [verdicts["mbe"], verdicts["judge"]]
+        record["judge_asked"] = sum(v["asked"] for v in calls)
+        record["judge_unparsed"] = sum(v["unparsed"] for v in calls)
     return {
-        **scored.metrics,
-        "judge": None if verdict is None else float(verdict["correct"]),
-        "judge_by": None if verdict is None else verdict["by"],
-        "judge_reply": None if verdict is None else verdict["reply"],
+        **record,
+        "original_answer": scored.original_answer,
         "format_ok": scored.format_ok,
         "format_reason": scored.format_reason,
         "reward": scored.reward,
@@ -299,7 +319,7 @@ def _make_judge(config: Config, judge_config: LLMClientConfig) -> Any:
 
         cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
     return Judge(make_chat_client(judge_config), cache=cache, model_name=judge_config.model or judge_config.kind,
-                 prompt=config.eval.judge_prompt)
+                 prompt=config.eval.judge_prompt, attempts=config.eval.judge_attempts)
 
 
 async def _run_pending(

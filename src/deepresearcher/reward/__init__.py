@@ -1,13 +1,18 @@
-"""Rewards and answer metrics: folded and official SQuAD EM/F1, DeepResearcher's F1, format checks, one scorer.
+"""Rewards and answer metrics: folded and official SQuAD EM/F1, DeepResearcher's reward, F1 and EM, format checks, one scorer.
 
 Pure functions: nothing here touches a model or the network. ``score_rollout`` is the one place a
 trajectory becomes a reward and metrics, for training and evaluation alike.
 """
 
 from deepresearcher.reward.deepresearcher import (
+    ANSWER_SPLIT,
     deepresearcher_answer,
+    deepresearcher_em,
+    deepresearcher_eval_answer,
     deepresearcher_f1,
     deepresearcher_normalize,
+    deepresearcher_reward,
+    split_golds,
     tags_balanced,
 )
 from deepresearcher.reward.format import FormatCheck, check_format, extract_answer
@@ -30,10 +35,11 @@ from deepresearcher.reward.outcome import (
     score,
     score_batch,
 )
-from deepresearcher.reward.trajectory import THINK_PREFILL, RolloutScore, score_rollout
+from deepresearcher.reward.trajectory import THINK_PREFILL, RolloutScore, original_response, score_rollout
 
 __all__ = [
     "ANSWER_METRICS",
+    "ANSWER_SPLIT",
     "THINK_PREFILL",
     "UNANSWERABLE_GOLD",
     "FormatCheck",
@@ -42,17 +48,22 @@ __all__ = [
     "check_format",
     "cover_em",
     "deepresearcher_answer",
+    "deepresearcher_em",
+    "deepresearcher_eval_answer",
     "deepresearcher_f1",
     "deepresearcher_normalize",
+    "deepresearcher_reward",
     "exact_match",
     "extract_answer",
     "f1_score",
     "is_unanswerable",
     "normalize_answer",
+    "original_response",
     "says_cannot_find",
     "score",
     "score_batch",
     "score_rollout",
+    "split_golds",
     "squad_em",
     "squad_f1",
     "squad_normalize",

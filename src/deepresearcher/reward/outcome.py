@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from deepresearcher.config import RewardConfig
-from deepresearcher.reward.deepresearcher import deepresearcher_f1
+from deepresearcher.reward.deepresearcher import deepresearcher_em, deepresearcher_f1
 from deepresearcher.reward.metrics import cover_em, exact_match, f1_score, normalize_answer, squad_em, squad_f1
 
 __all__ = [
@@ -41,9 +41,12 @@ _METRICS = {
     "squad_em": squad_em,
     "squad_f1": squad_f1,
     "deepresearcher_f1": deepresearcher_f1,
+    "deepresearcher_em": deepresearcher_em,
 }
 ANSWER_METRICS: tuple[str, ...] = tuple(_METRICS)
-"""Every answer metric by name: folded EM/F1/cover-EM, official SQuAD EM/F1, DeepResearcher's F1."""
+"""Every answer metric by name: folded EM/F1/cover-EM, official SQuAD EM/F1, DeepResearcher's F1 and EM."""
+_ANSWER_METRIC = {"deepresearcher": "deepresearcher_f1"}
+"""Reward metrics that score a whole response, and the answer metric they give one answer."""
 _SUBJECTS = ("i", "we")
 _OBJECTS = ("it", "answer", "one", "that")
 
@@ -140,7 +143,7 @@ def score(
         unanswerable = is_unanswerable(golds, config.unanswerable_phrases)
     if unanswerable:
         return float(says_cannot_find(answer, config.unanswerable_phrases))
-    return float(_METRICS[config.metric](answer, golds))
+    return float(_METRICS[_ANSWER_METRIC.get(config.metric, config.metric)](answer, golds))
 
 
 def score_batch(

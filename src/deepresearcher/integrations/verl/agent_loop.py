@@ -39,7 +39,7 @@ from deepresearcher.agent.loop import RolloutEngine, RolloutTask, ToolBoxLike
 from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, load_config
-from deepresearcher.data.formats import ANSWER_SPLIT
+from deepresearcher.data.formats import question_and_golds
 from deepresearcher.errors import ConfigError, DataError
 from deepresearcher.integrations.verl.generator import ServerManagerGenerator
 
@@ -99,17 +99,17 @@ async def close_resources() -> None:
 
 
 def task_from_row(row: dict[str, Any]) -> RolloutTask:
-    """The question and gold answers of one verl sample (a row of our parquet, as verl's dataset yields it)."""
-    messages = list(row.get("raw_prompt") or [])
-    question = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), None)
-    if not isinstance(question, str) or not question.strip():
-        raise DataError(f"verl sample {row.get('index')!r} has no user message in `prompt`; write the data with "
-                        "`deepresearcher train --engine verl` (data.verl.write_verl_parquet).")
-    truth = (row.get("reward_model") or {}).get("ground_truth") or ""
-    golds = [g for g in str(truth).split(ANSWER_SPLIT) if g]
+    """The question (verbatim) and gold aliases of one verl sample, in any shape its row holds (``data.formats``)."""
+    try:
+        question, golds = question_and_golds(row)
+    except ValueError as exc:
+        raise DataError(f"verl sample {row.get('index')!r}: {exc}; write the data with `deepresearcher train "
+                        "--engine verl` (data.verl.write_verl_parquet).") from None
+    if not question.strip():
+        raise DataError(f"verl sample {row.get('index')!r} has an empty user message in `prompt`.")
     extra = row.get("extra_info") or {}
-    return RolloutTask(task_id=str(extra.get("index", row.get("index", ""))), question=question, golds=golds,
-                       metadata={"data_source": str(row.get("data_source", ""))})
+    return RolloutTask(task_id=str(extra.get("index", row.get("index", ""))), question=question,
+                       golds=[g for g in golds if g], metadata={"data_source": str(row.get("data_source", ""))})
 
 
 def episode_budget(prompt_len: int, context_budget: int, prompt_length: int, response_length: int) -> tuple[int, bool]:
