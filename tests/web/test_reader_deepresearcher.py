@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from deepresearcher.agent.protocols import get_protocol
 from deepresearcher.agent.protocols.deepresearcher_tools import _pages
 from deepresearcher.config import LLMClientConfig, load_config
 from deepresearcher.llm.openai_compat import OpenAIChatClient
@@ -108,19 +109,20 @@ class Browser:
         self.viewport_current_page = min(self.viewport_current_page + 1, len(self.viewport_pages) - 1)
 
 
-def run_original(original, text: str, replies: list[str], earlier: list[list[str]] = ()) -> tuple[list, list]:
+def run_original(original, text: str, replies: list[str], earlier: list[list[str]] = (), *, query: str = QUERY,
+                 size: int = VIEWPORT) -> tuple[list, list]:
     """The original reading one page of a query's results: the messages it sent and its (page_number, summary)
     list. ``earlier`` holds the summaries earlier reads gathered from other pages of the same query."""
     client = RecordingClient(replies)
     agent = original.ReadingAgent({"reading_agent_model": "qwen-plus"}, client)
-    page = original.WebPageInfo("Acme Works", URL, "snippet", QUERY, browser=Browser(text, VIEWPORT))
+    page = original.WebPageInfo("Acme Works", URL, "snippet", query, browser=Browser(text, size))
     context = []
     for i, summaries in enumerate(earlier):
-        other = original.WebPageInfo(f"other {i}", f"https://other/{i}", "", QUERY)
+        other = original.WebPageInfo(f"other {i}", f"https://other/{i}", "", query)
         other.page_read_info_list = [original.PageReadInfo(i, other.url, "", "", "", s, n, False)
                                      for n, s in enumerate(summaries)]
         context.append(other)
-    agent.read(QUESTION, QUERY, 0, page, context + [page])
+    agent.read(QUESTION, query, 0, page, context + [page])
     return client.calls, [(info.page_number, info.page_summary) for info in page.page_read_info_list]
 
 
@@ -284,6 +286,34 @@ async def test_a_failing_endpoint_is_an_error_observation(world_config, small_wo
             await env.aclose()
     assert result.error and "500" in result.error and result.notes == []
     assert _pages(result) == []
+
+
+async def test_the_protocol_reads_each_hit_for_its_query_with_what_that_query_gathered(
+        original, world_config, small_world) -> None:
+    """Through ``agent.protocol: deepresearcher``'s toolbox: a page is read for the query that found it (not all the
+    call's queries), and a later read of another hit of that query starts from what the earlier read gathered,
+    in the very message the original would have sent."""
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "hop1")
+    queries = [task.chain[0].query, "population"]
+    reply = tagged("- A fact from this page.", "no")
+    with OpenAIEmulator(responder=lambda body: Reply(text=reply)).running() as server:
+        config = deepresearcher_config(world_config, server)
+        env = WebEnvironment.from_config(config)
+        try:
+            protocol = get_protocol("deepresearcher")
+            toolbox, context = protocol.make_toolbox(env, config), protocol.new_context(QUESTION)
+            found = ast.literal_eval((await toolbox.call("web_search", {"query": queries}, context)).text)
+            others = {h["url"] for h in found[1]["web_page_info_list"]}
+            first, second = [h["url"] for h in found[0]["web_page_info_list"] if h["url"] not in others][:2]
+            await toolbox.call("browse_webpage", {"url_list": [first]}, context)
+            before = len(server.requests)
+            read = ast.literal_eval((await toolbox.call("browse_webpage", {"url_list": [second]}, context)).text)
+            text = (await env.read_page(second)).text
+        finally:
+            await env.aclose()
+    sent, _ = run_original(original, text, [reply], [["- A fact from this page."]], query=queries[0], size=2000)
+    assert [b["messages"] for b in server.requests[before:]] == [c["messages"] for c in sent]
+    assert read == [{"information": [{"page_number": 0, "page_summary": "- A fact from this page."}], "url": second}]
 
 
 def test_the_config_chooses_it_and_the_extractive_reader_stays_the_default(world_config) -> None:
