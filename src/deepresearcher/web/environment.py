@@ -227,6 +227,8 @@ class WebEnvironment:
     async def aclose(self) -> None:
         await self.backend.aclose()
         await self.pages.aclose()
+        if hasattr(self.reader, "aclose"):  # the readers that hold a model client
+            await self.reader.aclose()
         if self.cache is not None:
             await self.cache.aclose()
 

@@ -152,6 +152,10 @@ class DeepResearcherReader:
             max_reads=config.max_viewport_reads, max_tokens=config.max_new_tokens, temperature=config.temperature,
         )
 
+    async def aclose(self) -> None:
+        """Release the model client's connections."""
+        await self.client.aclose()
+
     def prompt(self, request: ReadRequest, context: str, page_index: int, total_pages: int, content: str) -> str:
         """The one user message of a read: the original prompt filled in (``page_index`` from 1)."""
         return EXTRACT_NEW_INFO_PROMPT.format(
