@@ -248,6 +248,14 @@ class ReaderLLMConfig(LLMClientConfig):
         4, ge=1, description="Chunks read per page at most; the loop always ends here even if the reader asks on."
     )
     max_note_chars: int = Field(1200, ge=40, description="Longest note kept from one chunk; longer ones are cut.")
+    max_new_tokens: int = Field(
+        256, ge=1, description="Completion tokens per reply unless a call asks otherwise; the `deepresearcher` "
+        "reader uses 8192 unless this is set (256 would cut its long replies before their <page_down>).",
+    )
+    temperature: float = Field(
+        0.0, ge=0, description="Sampling temperature; 0 means greedy. The `deepresearcher` reader uses the "
+        "original's 0.6 unless this is set.",
+    )
     viewport_chars: int = Field(
         40960, ge=100,
         description="`deepresearcher` reader: characters per page of a web page, stretched to the next whitespace "

@@ -27,7 +27,7 @@ from deepresearcher.web.reader.deepresearcher_prompts import EXTRACT_NEW_INFO_PR
 from deepresearcher.web.types import BrowseResult
 from deepresearcher.world import load_tasks
 
-html2text = pytest.importorskip("html2text", reason="the paper-reader extra: pip install 'deepresearcher[paper-reader]'")
+html2text = pytest.importorskip("html2text", reason="needs the paper-reader extra: pip install -e '.[paper-reader]'")
 
 QUESTION = "Which year was the founder of Acme Works born?"
 QUERY = "Acme Works founder"
@@ -141,7 +141,8 @@ async def run_ours(text: str, replies: list[str], earlier: list[list[str]] = ())
 
 
 def test_prompt_and_temperature_are_the_originals(reference_functions, reference_path) -> None:
-    assert EXTRACT_NEW_INFO_PROMPT == reference_functions("scrl/handler/reading_agent/prompts.py").EXTRACT_NEW_INFO_PROMPT
+    prompts = reference_functions("scrl/handler/reading_agent/prompts.py")
+    assert EXTRACT_NEW_INFO_PROMPT == prompts.EXTRACT_NEW_INFO_PROMPT
     (llm_call,) = _defs(reference_path("scrl/handler/utils.py"), {"get_response_from_llm"})
     defaults = dict(zip([a.arg for a in llm_call.args.args][-len(llm_call.args.defaults):], llm_call.args.defaults))
     assert ast.literal_eval(defaults["temperature"]) == TEMPERATURE
@@ -316,10 +317,26 @@ async def test_the_protocol_reads_each_hit_for_its_query_with_what_that_query_ga
     assert read == [{"information": [{"page_number": 0, "page_summary": "- A fact from this page."}], "url": second}]
 
 
-def test_the_config_chooses_it_and_the_extractive_reader_stays_the_default(world_config) -> None:
+def test_the_config_chooses_it_with_the_originals_sampling_unless_set(world_config) -> None:
+    """``browse.reader: deepresearcher`` builds this reader; it samples as the original (0.6, long replies) unless
+    ``reader_llm`` sets its own values; the extractive reader stays the default."""
     assert load_config().browse.reader == "extractive"
     with OpenAIEmulator().running() as server:
-        reader = make_reader(deepresearcher_config(world_config, server, temperature=0.6, max_new_tokens=8192))
-    assert isinstance(reader, DeepResearcherReader)
-    assert (reader.viewport_chars, reader.temperature, reader.max_tokens, reader.client.model) == (
-        2000, 0.6, 8192, "qwen-plus")
+        plain = make_reader(deepresearcher_config(world_config, server))
+        tuned = make_reader(deepresearcher_config(world_config, server, temperature=0.2, max_new_tokens=4096))
+    assert isinstance(plain, DeepResearcherReader) and isinstance(tuned, DeepResearcherReader)
+    assert (plain.viewport_chars, plain.temperature, plain.max_tokens, plain.client.model) == (
+        2000, TEMPERATURE, 8192, "qwen-plus")
+    assert (tuned.temperature, tuned.max_tokens) == (0.2, 4096)
+
+
+async def test_untagged_replies_are_warned_about_once(caplog) -> None:
+    """A model that ignores the format finds nothing; the first such reply is a warning, later ones are not."""
+    caplog.set_level("DEBUG", logger="deepresearcher.web.reader.deepresearcher")
+    with OpenAIEmulator(responder=lambda body: Reply(text="The page is about steel.")).running() as server:
+        async with OpenAIChatClient(LLMClientConfig(kind="openai", base_url=server.base_url, model="m")) as client:
+            reader = DeepResearcherReader(client, viewport_chars=VIEWPORT)
+            for _ in range(3):
+                assert await reader.read(ReadRequest(question=QUESTION, url=URL, text=page_text(), query=QUERY)) == []
+    assert len(server.requests) == 3 and reader.stats["untagged_replies"] == 3
+    assert [r.levelname for r in caplog.records].count("WARNING") == 1

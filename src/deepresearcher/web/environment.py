@@ -5,8 +5,8 @@ fetcher), HTML → text, and one reader. The handler service serves exactly this
 and ``web.client.RemoteEnvironment`` speaks the same protocol, so rollouts never know which they use.
 
 What is recorded in the cache: whatever is costly or can change under us: live searches, live page
-fetches and the outputs of the readers that call a model (``RECORDED_READERS``). The local index and the cheap deterministic readers are pure
-functions of their inputs, so recording them would only add writes.
+fetches and the outputs of the readers that call a model (``RECORDED_READERS``). The local index and the
+cheap deterministic readers are pure functions of their inputs, so recording them would only add writes.
 
 Failures never escape as exceptions: a failed query or page becomes ``error`` on its result, which
 the agent shows the policy as an observation.
@@ -117,7 +117,8 @@ class WebEnvironment:
         from deepresearcher.web.backends import make_backend
 
         cache = None
-        if config.cache.mode != "off" and (config.search.backend != "local" or config.browse.reader in RECORDED_READERS):
+        recorded = config.search.backend != "local" or config.browse.reader in RECORDED_READERS
+        if config.cache.mode != "off" and recorded:
             from deepresearcher.web.cache import WebCache
 
             cache = WebCache.from_config(config.cache, config.resolved_cache_dir())

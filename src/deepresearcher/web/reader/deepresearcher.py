@@ -102,8 +102,8 @@ def page_markdown(viewport: str) -> str:
 class DeepResearcherReader:
     """Reads a page as the original's reading agent did; see the module docstring for the loop.
 
-    ``max_tokens`` caps each reply (the original sent none; give the server's own cap, e.g. 8192 for
-    qwen-plus); ``temperature`` is the original's 0.6 unless configured otherwise.
+    ``max_tokens`` caps each reply (the original sent none; 8192 is qwen-plus's own cap); ``temperature``
+    is the original's 0.6. The first reply without the tags is logged as a warning, later ones at DEBUG.
     """
 
     name = "deepresearcher"
@@ -125,6 +125,7 @@ class DeepResearcherReader:
         self.temperature = temperature
         self.stats = {"pages": 0, "reads": 0, "notes": 0, "untagged_replies": 0, "last_page_rereads": 0,
                       "stopped_at_max_reads": 0}
+        self._warned_untagged = False
 
     @property
     def params(self) -> dict[str, Any]:
@@ -146,12 +147,18 @@ class DeepResearcherReader:
     def from_config(
         cls, config: ReaderLLMConfig, client: ChatClient | None = None, cache_dir: Path | None = None
     ) -> DeepResearcherReader:
-        """The reader of ``Config.reader_llm`` (its client, ``viewport_chars``, ``max_viewport_reads``,
-        ``max_new_tokens`` and ``temperature``)."""
-        return cls(
-            client or make_chat_client(config, cache_dir=cache_dir), viewport_chars=config.viewport_chars,
-            max_reads=config.max_viewport_reads, max_tokens=config.max_new_tokens, temperature=config.temperature,
-        )
+        """The reader of ``Config.reader_llm``: its client, ``viewport_chars`` and ``max_viewport_reads``.
+
+        ``max_new_tokens`` and ``temperature`` apply when the config sets them; otherwise this reader keeps
+        its own defaults (8192 and the original's 0.6), since the section's defaults suit the small ``llm``
+        reader (256 tokens would cut the original's long replies before their ``<page_down>``).
+        """
+        chosen = config.model_fields_set
+        sampling = {"max_tokens": config.max_new_tokens} if "max_new_tokens" in chosen else {}
+        if "temperature" in chosen:
+            sampling["temperature"] = config.temperature
+        return cls(client or make_chat_client(config, cache_dir=cache_dir), viewport_chars=config.viewport_chars,
+                   max_reads=config.max_viewport_reads, **sampling)
 
     async def aclose(self) -> None:
         """Release the model client's connections."""
@@ -188,8 +195,7 @@ class DeepResearcherReader:
             extracted = tag_content(reply, "extracted_info")
             page_down = "yes" in tag_content(reply, "page_down")
             if "<extracted_info>" not in reply and "<page_down>" not in reply:
-                self.stats["untagged_replies"] += 1
-                logger.debug("reader reply without tags for %s viewport %d: %r", request.url, current, reply[:200])
+                self._log_untagged(request.url, current, reply)
             if extracted:
                 found.append(Note(url=request.url, text=extracted, chunk=current))
                 gathered += extracted + "\n\n"
@@ -201,3 +207,15 @@ class DeepResearcherReader:
             current = min(current + 1, len(viewports) - 1)
         self.stats["stopped_at_max_reads"] += 1
         return found
+
+    def _log_untagged(self, url: str, viewport: int, reply: str) -> None:
+        self.stats["untagged_replies"] += 1
+        if self._warned_untagged:
+            logger.debug("reader reply without tags for %s page %d: nothing found, stop", url, viewport)
+            return
+        self._warned_untagged = True
+        logger.warning(
+            "reader model %s answered without <extracted_info>/<page_down> for %s page %d; as in the original, that "
+            "is nothing found, stop (logged once; later ones at DEBUG): %r", self.client.model, url, viewport,
+            reply[:200],
+        )
