@@ -60,11 +60,10 @@ def _defs(path, names: set[str]) -> list[ast.stmt]:
 
 
 @pytest.fixture(scope="module")
-def original(request) -> types.SimpleNamespace:
+def original(reference_path) -> types.SimpleNamespace:
     """The original's ``ReadingAgent``, ``WebPageInfo``, ``PageReadInfo``, ``get_content_from_tag`` and
     ``get_response_from_llm``, with its prompt; their third-party imports given (html2text) or stubbed (the
     OpenAI class and the browser, which appear only in annotations)."""
-    reference_path = request.getfixturevalue("reference_path")
     import re
     import time
 
