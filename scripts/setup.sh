@@ -13,7 +13,7 @@ python -m pip install -q --upgrade pip
 # On a GPU machine, install your CUDA build of torch before running this script; it is kept.
 python -c "import torch" 2>/dev/null || python -m pip install -q "torch==2.13.0"
 extras=""
-[ "${1:-}" = "--test" ] && extras="[test,verl]"
+[ "${1:-}" = "--test" ] && extras="[test,verl,paper-reader]"
 python -m pip install -q -e ".${extras}"
 # verl itself without its transformers<5.11 pin (see the verl extra in pyproject.toml); the tests run our
 # agent loop inside verl's agent-loop worker on the CPU.

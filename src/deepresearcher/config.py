@@ -72,10 +72,12 @@ class SearchConfig(Section):
 class BrowseConfig(Section):
     """The `browse_webpage` tool: page store, text extraction and the reader."""
 
-    reader: Literal["extractive", "embedding", "llm", "raw"] = Field(
+    reader: Literal["extractive", "embedding", "llm", "deepresearcher", "raw"] = Field(
         "extractive",
         description="How a page is read: `extractive` ranks chunks by BM25 (no model), `embedding` by MiniLM "
-        "similarity, `llm` reads chunk by chunk with the `reader_llm` model, `raw` returns the page's start.",
+        "similarity, `llm` reads chunk by chunk with the `reader_llm` model, `deepresearcher` is the original's "
+        "reading agent (its prompt, 40,960-character pages and page_down loop) with the `reader_llm` model "
+        "(docs/reader.md), `raw` returns the page's start.",
     )
     extractor: Literal["resiliparse", "trafilatura"] = Field(
         "trafilatura",
@@ -236,7 +238,7 @@ class LLMClientConfig(Section):
 
 
 class ReaderLLMConfig(LLMClientConfig):
-    """The LLM reader (`browse.reader: llm`): the client above plus how it walks a page."""
+    """The LLM readers (`browse.reader: llm` or `deepresearcher`): the client above plus how they walk a page."""
 
     chunk_tokens: int = Field(
         512,
@@ -248,6 +250,24 @@ class ReaderLLMConfig(LLMClientConfig):
         4, ge=1, description="Chunks read per page at most; the loop always ends here even if the reader asks on."
     )
     max_note_chars: int = Field(1200, ge=40, description="Longest note kept from one chunk; longer ones are cut.")
+    max_new_tokens: int = Field(
+        256, ge=1, description="Completion tokens per reply unless a call asks otherwise; the `deepresearcher` "
+        "reader uses 8192 unless this is set (256 would cut its long replies before their <page_down>).",
+    )
+    temperature: float = Field(
+        0.0, ge=0, description="Sampling temperature; 0 means greedy. The `deepresearcher` reader uses the "
+        "original's 0.6 unless this is set.",
+    )
+    viewport_chars: int = Field(
+        40960, ge=100,
+        description="`deepresearcher` reader: characters per page of a web page, stretched to the next whitespace "
+        "(the original's browser viewport, 1024 * 5 * 8).",
+    )
+    max_viewport_reads: int = Field(
+        16, ge=1,
+        description="`deepresearcher` reader: reader calls per page at most. The original had no bound: a model "
+        "that kept answering page_down yes on the last page re-read it forever.",
+    )
 
 
 class CacheConfig(Section):

@@ -71,6 +71,14 @@ class ReplayEnvironment:
 
     def __init__(self, search: dict[str, Any], read: dict[str, Any]) -> None:
         self.search_turn, self.read_turn = search, read
+        recorded = read["content"]
+        wanted = {page["url"] for page in recorded}
+        hits = [(entry["search_query"], hit["url"]) for entry in search["content"]
+                for hit in entry["web_page_info_list"] if hit["url"] in wanted]
+        assert [url for _, url in hits] == [page["url"] for page in recorded], "the recording reads hits in order"
+        self.pages_of: dict[str, list[dict[str, Any]]] = {}
+        for (query, _), page in zip(hits, recorded):
+            self.pages_of.setdefault(query, []).append(page)
 
     async def search(self, queries: list[str], top_k: int | None = None) -> list[QueryResult]:
         assert queries == self.search_turn["tool_call"]["arguments"]["query"][:3]
@@ -80,8 +88,9 @@ class ReplayEnvironment:
 
     async def browse(self, question: str, urls: list[str], notes: list[str] | None = None,
                      queries: list[str] | None = None) -> list[BrowseResult]:
-        recorded = self.read_turn["content"]
-        assert urls == [page["url"] for page in recorded], "hits read in the last search's order, repeats kept"
+        (query,) = queries  # each hit is read for the query that found it, as the original's reader did
+        recorded = self.pages_of[query]
+        assert urls == [page["url"] for page in recorded], "the query's hits read in result order, repeats kept"
         return [BrowseResult(url=page["url"], notes=[Note(url=page["url"], text=i["page_summary"], chunk=i["page_number"])
                                                      for i in page["information"]]) for page in recorded]
 

@@ -165,7 +165,7 @@ def research(
     question: str = typer.Argument(..., help="The question to research."),
     policy: str = typer.Option(None, "--policy", help="smollm2 | model dir | vllm:URL | openai:URL (agent.policy)."),
     search: str = typer.Option(None, "--search", help="Search backend, e.g. local, serper (search.backend)."),
-    reader: str = typer.Option(None, "--reader", help="Page reader: extractive, embedding, llm, raw (browse.reader)."),
+    reader: str = typer.Option(None, "--reader", help="Page reader: extractive, embedding, llm, deepresearcher, raw (browse.reader)."),
     max_turns: int = typer.Option(None, "--max-turns", help="Turns before the episode stops (agent.max_turns)."),
     max_tokens: int = typer.Option(None, "--max-tokens", help="Tokens per turn (agent.max_tokens_per_turn)."),
     temperature: float = typer.Option(None, "--temperature", help="Sampling temperature; default greedy, as eval "

@@ -5,8 +5,8 @@ fetcher), HTML → text, and one reader. The handler service serves exactly this
 and ``web.client.RemoteEnvironment`` speaks the same protocol, so rollouts never know which they use.
 
 What is recorded in the cache: whatever is costly or can change under us: live searches, live page
-fetches and LLM reader outputs. The local index and the cheap deterministic readers are pure
-functions of their inputs, so recording them would only add writes.
+fetches and the outputs of the readers that call a model (``RECORDED_READERS``). The local index and the
+cheap deterministic readers are pure functions of their inputs, so recording them would only add writes.
 
 Failures never escape as exceptions: a failed query or page becomes ``error`` on its result, which
 the agent shows the policy as an observation.
@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 # Errors that are the user's to fix (a replay miss, a missing API key): they stop the run instead of
 # becoming observations, or a replayed run would silently drift from its recording.
 _FATAL = (ReplayMissError, ConfigError)
+
+RECORDED_READERS = frozenset({"llm", "deepresearcher"})
+"""Readers whose outputs are recorded in the cache: they call a model, so they cost money and can drift."""
 
 
 class PageSource(Protocol):
@@ -92,6 +95,10 @@ def make_reader(config: Config) -> Reader:
         from deepresearcher.web.reader.raw import RawReader
 
         return RawReader(max_tokens=max(1, browse.chunk_chars // 4) * browse.top_passages)
+    if browse.reader == "deepresearcher":
+        from deepresearcher.web.reader.deepresearcher import DeepResearcherReader
+
+        return DeepResearcherReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())
     from deepresearcher.web.reader.llm import LLMReader
 
     return LLMReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())
@@ -110,7 +117,8 @@ class WebEnvironment:
         from deepresearcher.web.backends import make_backend
 
         cache = None
-        if config.cache.mode != "off" and (config.search.backend != "local" or config.browse.reader == "llm"):
+        recorded = config.search.backend != "local" or config.browse.reader in RECORDED_READERS
+        if config.cache.mode != "off" and recorded:
             from deepresearcher.web.cache import WebCache
 
             cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
@@ -206,7 +214,7 @@ class WebEnvironment:
                  for rank, h in enumerate(r.hits, start=1)] for r in results]
 
     async def _read(self, request: ReadRequest) -> list[Note]:
-        if self.cache is None or self.reader.name != "llm":
+        if self.cache is None or self.reader.name not in RECORDED_READERS:
             return await self.reader.read(request)
         from deepresearcher.web.cache import cached
 
@@ -220,6 +228,8 @@ class WebEnvironment:
     async def aclose(self) -> None:
         await self.backend.aclose()
         await self.pages.aclose()
+        if hasattr(self.reader, "aclose"):  # the readers that hold a model client
+            await self.reader.aclose()
         if self.cache is not None:
             await self.cache.aclose()
 

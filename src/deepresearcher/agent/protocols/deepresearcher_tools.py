@@ -9,6 +9,9 @@ What the checkpoint was trained to expect from its tools (``scrl/handler/handler
   result order (a URL found by two queries is read twice; ``browse.max_urls`` does not apply), answering ``[{"information": [{"page_number",
   "page_summary"}, ...], "url"}, ...]`` with page numbers from 0. A page's parts already returned for the
   same hit are not returned again (``information: []``); a new search starts fresh.
+- Each hit is read for the query that found it (the original reader's ``sub_question``), with what earlier
+  reads gathered from that query's hits as its notes (one note per hit, its summaries each followed by a
+  blank line: the original reader's context so far).
 - Any failure (no search yet, a broken environment, bad arguments) answers ``[]``.
 
 Observations are rendered by ``deepresearcher.agent.protocols.deepresearcher.render_observation``.
@@ -16,6 +19,7 @@ Observations are rendered by ``deepresearcher.agent.protocols.deepresearcher.ren
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -38,6 +42,10 @@ class SearchContext:
     queries: list[str] = field(default_factory=list)
     hits: list[str] = field(default_factory=list)
     """URLs of the last search's hits, query after query, in result order (repeats kept)."""
+    hit_queries: list[int] = field(default_factory=list)
+    """For each hit, the index in ``queries`` of the query that found it."""
+    gathered: dict[int, list[str]] = field(default_factory=dict)
+    """Hit index -> every summary read from it since the last search, in order."""
     used: set[tuple[int, int]] = field(default_factory=set)
     """(hit index, page number) pairs already returned since the last search."""
     searched: bool = False
@@ -77,7 +85,8 @@ class DeepResearcherToolBox:
         ]
         context.queries = list(queries)
         context.hits = [page["url"] for entry in content for page in entry["web_page_info_list"]]
-        context.used = set()
+        context.hit_queries = [q for q, entry in enumerate(content) for _ in entry["web_page_info_list"]]
+        context.used, context.gathered = set(), {}
         context.searched = True
         return content
 
@@ -86,10 +95,15 @@ class DeepResearcherToolBox:
             raise LookupError("browse_webpage before any web_search")
         wanted = set(u for u in url_list if isinstance(u, str))
         chosen = [(i, url) for i, url in enumerate(context.hits) if url in wanted]
-        urls = [url for _, url in chosen]  # each hit is read on its own, as the original's reading agent did
-        results = await self.env.browse(context.question, urls, notes=[], queries=context.queries) if urls else []
+        by_query: dict[int, list[tuple[int, str]]] = {}
+        for hit, url in chosen:  # each hit is read on its own, as the original's reading agent did
+            by_query.setdefault(context.hit_queries[hit], []).append((hit, url))
+        read = await asyncio.gather(*(self._read(query, hits, context) for query, hits in by_query.items()))
+        results = dict(pair for pairs in read for pair in pairs)
         content = []
-        for (hit, url), result in zip(chosen, results, strict=True):
+        for hit, url in chosen:
+            result = results[hit]
+            context.gathered.setdefault(hit, []).extend(note.text for note in result.notes)
             information = []
             for number, summary in _pages(result):
                 if (hit, number) not in context.used:
@@ -97,6 +111,16 @@ class DeepResearcherToolBox:
                     information.append({"page_number": number, "page_summary": summary})
             content.append({"url": url, "information": information})
         return content
+
+    async def _read(
+        self, query: int, hits: list[tuple[int, str]], context: SearchContext
+    ) -> list[tuple[int, BrowseResult]]:
+        """Read one query's chosen hits for that query, with what earlier reads gathered from its hits."""
+        notes = ["".join(f"{summary}\n\n" for summary in context.gathered[hit])
+                 for hit, q in enumerate(context.hit_queries) if q == query and context.gathered.get(hit)]
+        results = await self.env.browse(context.question, [url for _, url in hits], notes=notes,
+                                        queries=[context.queries[query]])
+        return [(hit, result) for (hit, _), result in zip(hits, results, strict=True)]
 
 
 def _pages(result: BrowseResult) -> list[tuple[int, str]]:

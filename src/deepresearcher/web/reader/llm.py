@@ -206,6 +206,10 @@ class LLMReader:
             tokenizer=getattr(client, "tokenizer", None) if local else None, prefill=DEFAULT_PREFILL if local else "",
         )
 
+    async def aclose(self) -> None:
+        """Release the model client's connections."""
+        await self.client.aclose()
+
     def build_messages(self, request: ReadRequest, chunk: Chunk, is_last: bool, notes: list[str]) -> list[Message]:
         """The prompt for one chunk; the question comes first and again last, where small models attend best.
 
