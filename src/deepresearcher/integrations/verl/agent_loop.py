@@ -22,7 +22,9 @@ What verl receives (``AgentLoopOutput``)::
     response_logprobs trajectory.completion_logprobs sampling logprobs, 0.0 on observations
     reward_score      score_trajectory(...)["reward"] the same scorer as the TRL path
     num_turns         1 + assistant turns + observations
-    extra_fields      termination, and reward_extra_info: f1, em, format_error, truncated,
+    extra_fields      what verl's server returned (global_steps, min_global_steps, max_global_steps: the
+                      weights versions the episode was sampled with, which verl's v1 trainer reads each
+                      step), termination, and reward_extra_info: f1, em, format_error, truncated,
                       tool_calls, searches, browses (verl's columns and validation metrics)
 """
 
@@ -121,9 +123,10 @@ def episode_budget(prompt_len: int, context_budget: int, prompt_length: int, res
     return min(context_budget, bound), bound <= context_budget
 
 
-def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seconds: float,
-              tool_seconds: float) -> AgentLoopOutput:
-    """One finished episode as verl's ``AgentLoopOutput`` (see the module docstring for the mapping)."""
+def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seconds: float, tool_seconds: float,
+              server_fields: dict[str, Any] | None = None) -> AgentLoopOutput:
+    """One finished episode as verl's ``AgentLoopOutput`` (see the module docstring for the mapping);
+    ``server_fields``: the ``extra_fields`` verl's server returned for the episode, passed through."""
     calls = [turn.tool_call for turn in trajectory.turns if turn.tool_call is not None]
     observations = sum(1 for s in trajectory.segments if s.source == "env")
     logprobs_known = all(s.logprobs is not None for s in trajectory.segments if s.source == "policy")
@@ -137,6 +140,7 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
         num_turns=1 + len(trajectory.turns) + observations,
         metrics=AgentLoopMetrics(generate_sequences=generate_seconds, tool_calls=tool_seconds),
         extra_fields={
+            **(server_fields or {}),
             "termination": trajectory.termination,
             # verl turns these per-sample numbers into columns of the batch and, on validation, into
             # `val-aux/<data_source>/<key>/mean` metrics.
@@ -172,8 +176,9 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         prompt_len = len(resources.template.prompt_ids(task.question))
         budget, response_bound = episode_budget(prompt_len, config.agent.context_budget,
                                                 self.rollout_config.prompt_length, self.rollout_config.response_length)
-        engine = RolloutEngine(ServerManagerGenerator(self.server_manager, sampling_params), resources.toolbox,
-                               resources.template, config.agent.model_copy(update={"context_budget": budget}))
+        generator = ServerManagerGenerator(self.server_manager, sampling_params)
+        engine = RolloutEngine(generator, resources.toolbox, resources.template,
+                               config.agent.model_copy(update={"context_budget": budget}))
         trajectory = await engine.run(task)
         if response_bound:
             trajectory.metadata["budget"] = "response_length"
@@ -182,4 +187,5 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         scores = score_trajectory(trajectory, task_info, config)
         tool_seconds = sum(t.tool_call.seconds for t in trajectory.turns if t.tool_call is not None)
         generate_seconds = sum(t.generate_seconds for t in trajectory.turns)
-        return to_output(trajectory, scores, generate_seconds=generate_seconds, tool_seconds=tool_seconds)
+        return to_output(trajectory, scores, generate_seconds=generate_seconds, tool_seconds=tool_seconds,
+                         server_fields=generator.server_fields)
