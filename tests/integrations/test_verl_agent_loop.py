@@ -33,21 +33,6 @@ def call(name: str, arguments: dict[str, Any]) -> str:
     return f"Let me use a tool.</think>\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkpoint directory verl can load on a CPU: the offline Qwen2.5 tokenizer and a tiny Qwen2 config."""
-    from transformers import Qwen2Config
-
-    from deepresearcher.inference.embedded import load_qwen25_tokenizer
-
-    out = tmp_path_factory.mktemp("policy")
-    tokenizer = load_qwen25_tokenizer(tmp_path_factory.mktemp("tok"))
-    tokenizer.save_pretrained(out)
-    Qwen2Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                num_attention_heads=2, num_key_value_heads=1, architectures=["Qwen2ForCausalLM"]).save_pretrained(out)
-    return out
-
-
 def run_config(small_world: Path, tmp_path: Path, extra: list[str] = ()) -> Config:
     """Our config for a 2-prompt, 1-GPU verl run on the small world (responses capped at RESPONSE_LENGTH)."""
     return load_config(overrides=[

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from deepresearcher.agent.loop import RolloutEngine, RolloutTask, ToolBoxLike
 from deepresearcher.agent.template import ChatTemplate
@@ -45,7 +45,6 @@ from deepresearcher.data.formats import ANSWER_SPLIT
 from deepresearcher.errors import ConfigError, DataError
 from deepresearcher.integrations.verl.generator import ServerManagerGenerator
 
-AGENT_NAME = "deepresearcher"
 
 
 class _BoundedToolBox:
@@ -157,9 +156,14 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
     )
 
 
-@register(AGENT_NAME)
 class DeepResearcherAgentLoop(AgentLoopBase):
-    """Runs one deepresearcher episode per sample inside verl's agent-loop worker."""
+    """Runs one deepresearcher episode per sample inside verl's agent-loop worker.
+
+    Registered under ``deepresearcher`` by the run's ``agent_loop.yaml`` only (its entry carries
+    ``deepresearcher_config``), never by verl's ``@register``: that decorator would run when verl's worker
+    first instantiates this class and replace the YAML's entry with one that lacks the config path, so
+    every later episode of the worker would fail.
+    """
 
     def __init__(self, *args: Any, deepresearcher_config: str, **kwargs: Any) -> None:
         """``deepresearcher_config``: path of our resolved YAML, set in the agent loop config verl reads."""

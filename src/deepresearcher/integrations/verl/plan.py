@@ -34,7 +34,7 @@ from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
 
 AGENT_LOOP_CLASS = "deepresearcher.integrations.verl.agent_loop.DeepResearcherAgentLoop"
-AGENT_NAME = "deepresearcher"  # the name the agent loop registers under (agent_loop.AGENT_NAME)
+AGENT_NAME = "deepresearcher"  # the name agent_loop.yaml registers DeepResearcherAgentLoop under
 
 
 @dataclass(frozen=True)
