@@ -143,3 +143,15 @@ def test_bad_verl_override_is_reported_by_name(shared_data_dir: Path, tmp_path: 
     result = dry_run(tmp_path, "--set", "train.verl.overrides=[actor_rollout_ref.actor.no_such_knob=1]")
     assert isinstance(result.exception, ConfigError)
     assert "no_such_knob" in str(result.exception) and "train.verl.overrides" in str(result.exception)
+
+
+def test_the_docs_web_service_config_is_valid(tmp_path: Path) -> None:
+    """docs/verl.md shows `my-web.yaml` in full: it loads, and serves Serper with the key from the environment."""
+    from deepresearcher.config import load_config
+
+    text = (ROOT / "docs" / "verl.md").read_text()
+    block = text.split("# my-web.yaml:", 1)[1].split("```", 1)[0]
+    (tmp_path / "my-web.yaml").write_text("# my-web.yaml:" + block)
+    config = load_config(tmp_path / "my-web.yaml")
+    assert config.search.backend == "serper" and config.search.top_k == 10
+    assert config.backends.serper.api_key_env == "SERPER_API_KEY" and config.serve.host == "0.0.0.0"
