@@ -15,7 +15,15 @@ How our knobs map (everything else is verl's default, or ``train.verl.overrides`
     train.clip_ratio         actor.clip_ratio             train.entropy_coef actor.entropy_coeff
     train.loss_aggregation   actor.loss_agg_mode          agent.temperature  rollout.temperature
     train.micro_batch_size   *_micro_batch_size_per_gpu   train.max_steps    trainer.total_training_steps
-    agent.context_budget     prompt_length + response_length (train.verl.max_prompt_length + the rest)
+    train.eval_every         trainer.test_freq (0: -1)    train.eval_data    data.val_files
+    train.weight_decay       actor.optim.weight_decay     agent.top_p        rollout.top_p
+    agent.context_budget     prompt_length + response_length (train.verl.max_prompt_length + the rest),
+                             and rollout.max_model_len
+    train.verl.sequence_parallel_size  actor.ulysses_sequence_parallel_size (the reference follows it)
+    train.verl.param_offload / optimizer_offload  actor and ref fsdp_config.param_offload / actor optimizer_offload
+
+``train.verl.ppo_mini_batch_size`` null (the default) makes one update per step of all its rollouts, as
+the original DeepResearcher trained (its ``ppo_mini_batch_size=4096`` = 256 prompts x 16).
 
 The plan (``describe``) needs nothing installed; ``compose`` and ``validate`` need verl.
 """
