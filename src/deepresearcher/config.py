@@ -596,6 +596,12 @@ class VerlConfig(Section):
     )
     rollout_engine: Literal["vllm", "sglang"] = Field("vllm", description="verl's inference servers for rollouts.")
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs per rollout server (tensor parallel).")
+    sequence_parallel_size: int = Field(
+        1,
+        ge=1,
+        description="GPUs that share one sequence in the actor and reference forward/backward (verl's Ulysses "
+        "sequence parallel; the original: 4). The data-parallel ranks are the GPUs divided by it.",
+    )
     gpu_memory_utilization: float = Field(
         0.6, gt=0, le=1, description="Share of each GPU's memory the rollout server may take for weights and KV cache."
     )
@@ -615,6 +621,7 @@ class VerlConfig(Section):
         8, ge=1, description="verl's agent-loop worker processes (CPU); each runs its share of a step's episodes."
     )
     param_offload: bool = Field(False, description="FSDP: keep actor and reference parameters on the CPU between uses.")
+    optimizer_offload: bool = Field(False, description="FSDP: keep the actor's optimizer state on the CPU between updates.")
     overrides: list[str] = Field(
         default_factory=list,
         description="More verl Hydra overrides (`key=value`), applied last; `--dry-run` validates them with verl.",

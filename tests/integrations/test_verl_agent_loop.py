@@ -33,21 +33,6 @@ def call(name: str, arguments: dict[str, Any]) -> str:
     return f"Let me use a tool.</think>\n<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkpoint directory verl can load on a CPU: the offline Qwen2.5 tokenizer and a tiny Qwen2 config."""
-    from transformers import Qwen2Config
-
-    from deepresearcher.inference.embedded import load_qwen25_tokenizer
-
-    out = tmp_path_factory.mktemp("policy")
-    tokenizer = load_qwen25_tokenizer(tmp_path_factory.mktemp("tok"))
-    tokenizer.save_pretrained(out)
-    Qwen2Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                num_attention_heads=2, num_key_value_heads=1, architectures=["Qwen2ForCausalLM"]).save_pretrained(out)
-    return out
-
-
 def run_config(small_world: Path, tmp_path: Path, extra: list[str] = ()) -> Config:
     """Our config for a 2-prompt, 1-GPU verl run on the small world (responses capped at RESPONSE_LENGTH)."""
     return load_config(overrides=[
@@ -163,7 +148,8 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     assert verl_config.actor_rollout_ref.rollout.response_length == RESPONSE_LENGTH
     scripts = scripts_for(world_tasks)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    server = ScriptedTokenServer(ScriptedGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, {q: q for q in scripts})))
+    server = ScriptedTokenServer(ScriptedGenerator(tokenizer, scripts, key_of=key_by_text(tokenizer, {q: q for q in scripts})),
+                                 global_steps=5)
     worker = AgentLoopWorker(verl_config, llm_client=server)  # loads its own tokenizer from the model directory
     batch = rows_batch(verl_config, files, worker.tokenizer, [t.id for t in world_tasks.values()])
     try:
@@ -188,6 +174,36 @@ async def test_agent_loop_runs_in_verls_worker_and_hands_over_our_trajectory(
     assert all(r["stop"] == ["</tool_call>", "</answer>"] and r["logprobs"] for r in server.requests)
     assert len({r["request_id"] for r in server.requests}) == 2  # one sticky request id per episode
     assert isinstance(output.non_tensor_batch["termination"], np.ndarray)
+    # the weights versions verl's server reported, passed through: verl's v1 trainer makes int arrays of them
+    for key in ("min_global_steps", "max_global_steps"):
+        assert np.array(output.non_tensor_batch[key], dtype=int).tolist() == [5, 5]
+
+
+async def test_the_stand_in_server_answers_verls_own_agent_loop(
+    small_world: Path, model_dir: Path, world_tasks: dict[str, Any], tmp_path: Path
+) -> None:
+    """verl's ``single_turn_agent`` calls the server without ``max_tokens`` and passes its ``extra_fields``
+    on: the stand-in must take that call as verl's server does and give what verl's client gives."""
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    config = run_config(small_world, tmp_path)
+    verl_config, files = prepared(config, model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    replies = {t.question: [f"<answer>{t.golds[0]}</answer>"] for t in world_tasks.values()}
+    rollout = verl_config.actor_rollout_ref.rollout
+    server = ScriptedTokenServer(ScriptedGenerator(tokenizer, replies, key_of=key_by_text(tokenizer, {q: q for q in replies})),
+                                 prompt_length=rollout.prompt_length, response_length=rollout.response_length, global_steps=2)
+    worker = AgentLoopWorker(verl_config, llm_client=server)
+    batch = rows_batch(verl_config, files, worker.tokenizer, [t.id for t in world_tasks.values()])
+    batch.non_tensor_batch["agent_name"] = np.array(["single_turn_agent"] * len(batch), dtype=object)
+    output = await worker.generate_sequences(batch)
+    server.generator.assert_consumed()
+    assert all("max_tokens" not in r for r in server.requests)
+    for row, task in enumerate(world_tasks.values()):
+        expected = tokenizer(f"<answer>{task.golds[0]}</answer>", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        assert output.batch["responses"][row, :len(expected)].tolist() == expected
+    assert np.array(output.non_tensor_batch["max_global_steps"], dtype=int).tolist() == [2, 2]
 
 
 @pytest.mark.slow

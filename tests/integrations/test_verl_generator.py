@@ -44,6 +44,27 @@ async def test_a_turn_shorter_than_its_limit_finished_on_a_stop() -> None:
     assert result.finish_reason == "stop" and result.logprobs is None
 
 
+class VersionedServer:
+    """verl's client as its trainer drives it: the weights version moves on between two turns of an episode."""
+
+    def __init__(self, versions: list[int]) -> None:
+        self.versions = versions
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):  # noqa: ANN001, ANN201
+        version = self.versions.pop(0)
+        return TokenOutput(token_ids=[5], stop_reason="completed", extra_fields={
+            "global_steps": version, "min_global_steps": version, "max_global_steps": version, "num_cached_tokens": 0})
+
+
+async def test_server_fields_span_the_weights_versions_of_the_episode() -> None:
+    """As verl's tool agent loop keeps them: the first turn's fields, the newest ``max_global_steps``."""
+    generator = ServerManagerGenerator(VersionedServer([3, 4, 4]), {})
+    for _ in range(3):
+        await generator.generate([1], SamplingParams(max_tokens=4))
+    assert generator.server_fields == {"global_steps": 3, "min_global_steps": 3, "max_global_steps": 4,
+                                       "num_cached_tokens": 0}
+
+
 @pytest.mark.parametrize("output, message", [
     (TokenOutput(token_ids=[], stop_reason="aborted"), "aborted"),
     (TokenOutput(token_ids=[1, 2, 3], stop_reason="completed"), "max_tokens=2"),
@@ -82,10 +103,13 @@ def test_output_survives_verls_as_dict_the_path_of_its_v1_trainer() -> None:
         termination="answer",
     )
     scores = {"reward": 0.75, "f1": 0.75, "em": 0.0, "format_error": 0.0}
-    fields = to_output(trajectory, scores, generate_seconds=1.0, tool_seconds=0.5).as_dict()
+    server_fields = {"global_steps": 7, "min_global_steps": 6, "max_global_steps": 7}
+    fields = to_output(trajectory, scores, generate_seconds=1.0, tool_seconds=0.5, server_fields=server_fields).as_dict()
     assert fields["prompts"].tolist() == [1, 2, 3] and fields["responses"].tolist() == [4, 5, 6, 7, 8, 9]
     assert fields["response_mask"].tolist() == [1, 1, 0, 0, 0, 1]
     assert fields["rollout_log_probs"].tolist() == [-0.5, -0.25, 0.0, 0.0, 0.0, -1.0]
     assert fields["rm_scores"].tolist() == [0.0, 0.0, 0.0, 0.0, 0.0, 0.75] and fields["num_turns"] == 4
+    # verl's v1 trainer builds int arrays of these two each step (a missing one is None: TypeError there)
+    assert (fields["extra_fields"]["min_global_steps"], fields["extra_fields"]["max_global_steps"]) == (6, 7)
     info = fields["extra_fields"]["reward_extra_info"]
     assert info["searches"] == 1.0 and info["truncated"] == 0.0 and fields["extra_fields"]["termination"] == "answer"

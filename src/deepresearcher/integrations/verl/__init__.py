@@ -3,7 +3,7 @@
     deepresearcher train --engine verl         verl's trainer (driver, FSDP actor, vLLM/SGLang servers)
         │ writes runs/<name>/verl/                        │
         │   train.parquet, val.parquet                    │ each AgentLoopWorker process (Ray actor)
-        │   deepresearcher.yaml  (our resolved config) ───┼─► DeepResearcherAgentLoop  (@register "deepresearcher")
+        │   deepresearcher.yaml  (our resolved config) ───┼─► DeepResearcherAgentLoop  ("deepresearcher")
         │   agent_loop.yaml      (registers the loop)     │     RolloutEngine (agent/loop.py)
         │   verl.yaml            (verl's whole config)    │       ├─ ServerManagerGenerator → verl's LLM servers
         └─ ray.init → verl.trainer.main_ppo.run_ppo       │       └─ ToolBox → make_environment(config)

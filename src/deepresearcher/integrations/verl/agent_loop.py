@@ -22,7 +22,9 @@ What verl receives (``AgentLoopOutput``)::
     response_logprobs trajectory.completion_logprobs sampling logprobs, 0.0 on observations
     reward_score      score_trajectory(...)["reward"] the same scorer as the TRL path
     num_turns         1 + assistant turns + observations
-    extra_fields      termination, and reward_extra_info: f1, em, format_error, truncated,
+    extra_fields      what verl's server returned (global_steps, min_global_steps, max_global_steps: the
+                      weights versions the episode was sampled with, which verl's v1 trainer reads each
+                      step), termination, and reward_extra_info: f1, em, format_error, truncated,
                       tool_calls, searches, browses (verl's columns and validation metrics)
 """
 
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
 
 from deepresearcher.agent.loop import RolloutEngine, RolloutTask, ToolBoxLike
 from deepresearcher.agent.template import ChatTemplate
@@ -43,7 +45,6 @@ from deepresearcher.data.formats import question_and_golds
 from deepresearcher.errors import ConfigError, DataError
 from deepresearcher.integrations.verl.generator import ServerManagerGenerator
 
-AGENT_NAME = "deepresearcher"
 
 
 class _BoundedToolBox:
@@ -121,9 +122,10 @@ def episode_budget(prompt_len: int, context_budget: int, prompt_length: int, res
     return min(context_budget, bound), bound <= context_budget
 
 
-def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seconds: float,
-              tool_seconds: float) -> AgentLoopOutput:
-    """One finished episode as verl's ``AgentLoopOutput`` (see the module docstring for the mapping)."""
+def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seconds: float, tool_seconds: float,
+              server_fields: dict[str, Any] | None = None) -> AgentLoopOutput:
+    """One finished episode as verl's ``AgentLoopOutput`` (see the module docstring for the mapping);
+    ``server_fields``: the ``extra_fields`` verl's server returned for the episode, passed through."""
     calls = [turn.tool_call for turn in trajectory.turns if turn.tool_call is not None]
     observations = sum(1 for s in trajectory.segments if s.source == "env")
     logprobs_known = all(s.logprobs is not None for s in trajectory.segments if s.source == "policy")
@@ -137,6 +139,7 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
         num_turns=1 + len(trajectory.turns) + observations,
         metrics=AgentLoopMetrics(generate_sequences=generate_seconds, tool_calls=tool_seconds),
         extra_fields={
+            **(server_fields or {}),
             "termination": trajectory.termination,
             # verl turns these per-sample numbers into columns of the batch and, on validation, into
             # `val-aux/<data_source>/<key>/mean` metrics.
@@ -153,9 +156,14 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
     )
 
 
-@register(AGENT_NAME)
 class DeepResearcherAgentLoop(AgentLoopBase):
-    """Runs one deepresearcher episode per sample inside verl's agent-loop worker."""
+    """Runs one deepresearcher episode per sample inside verl's agent-loop worker.
+
+    Registered under ``deepresearcher`` by the run's ``agent_loop.yaml`` only (its entry carries
+    ``deepresearcher_config``), never by verl's ``@register``: that decorator would run when verl's worker
+    first instantiates this class and replace the YAML's entry with one that lacks the config path, so
+    every later episode of the worker would fail.
+    """
 
     def __init__(self, *args: Any, deepresearcher_config: str, **kwargs: Any) -> None:
         """``deepresearcher_config``: path of our resolved YAML, set in the agent loop config verl reads."""
@@ -172,8 +180,9 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         prompt_len = len(resources.template.prompt_ids(task.question))
         budget, response_bound = episode_budget(prompt_len, config.agent.context_budget,
                                                 self.rollout_config.prompt_length, self.rollout_config.response_length)
-        engine = RolloutEngine(ServerManagerGenerator(self.server_manager, sampling_params), resources.toolbox,
-                               resources.template, config.agent.model_copy(update={"context_budget": budget}))
+        generator = ServerManagerGenerator(self.server_manager, sampling_params)
+        engine = RolloutEngine(generator, resources.toolbox, resources.template,
+                               config.agent.model_copy(update={"context_budget": budget}))
         trajectory = await engine.run(task)
         if response_bound:
             trajectory.metadata["budget"] = "response_length"
@@ -182,4 +191,5 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         scores = score_trajectory(trajectory, task_info, config)
         tool_seconds = sum(t.tool_call.seconds for t in trajectory.turns if t.tool_call is not None)
         generate_seconds = sum(t.generate_seconds for t in trajectory.turns)
-        return to_output(trajectory, scores, generate_seconds=generate_seconds, tool_seconds=tool_seconds)
+        return to_output(trajectory, scores, generate_seconds=generate_seconds, tool_seconds=tool_seconds,
+                         server_fields=generator.server_fields)

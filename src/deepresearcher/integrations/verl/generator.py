@@ -9,6 +9,11 @@ prompt_ids, sampling_params) -> TokenOutput``. This adapter sends each turn of o
 
 verl reports ``stop_reason="completed"`` for both a stop string and the token limit, so ``finish_reason``
 is ``length`` exactly when the server returned ``max_tokens`` tokens. Token ids are never re-encoded.
+
+verl's server also returns ``extra_fields``: the weights version that served the turn (``global_steps``,
+``min_global_steps``, ``max_global_steps``, ...). ``server_fields`` keeps them for the episode as verl's own
+tool agent loop does (the first turn's fields; ``max_global_steps`` from the latest turn): verl's v1
+trainer reads the episode's min/max versions from every sample, as integers, each step.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class ServerManagerGenerator:
         self.sampling_params = dict(sampling_params)
         self.request_id = request_id or uuid4().hex
         self.calls = 0
+        self.server_fields: dict[str, Any] = {}
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:
         request = {**self.sampling_params, "max_tokens": params.max_tokens, "stop": list(params.stop)}
@@ -45,6 +51,7 @@ class ServerManagerGenerator:
         output = await self.server.generate(self.request_id, prompt_ids=list(prompt_ids), sampling_params=request)
         if output.stop_reason == "aborted":
             raise GenerationError(f"verl aborted request {self.request_id} (turn {self.calls}); the rollout cannot go on.")
+        self._keep_server_fields(dict(output.extra_fields or {}))
         ids = list(output.token_ids)
         if len(ids) > params.max_tokens:
             raise GenerationError(f"verl's server returned {len(ids)} tokens for max_tokens={params.max_tokens}.")
@@ -53,6 +60,13 @@ class ServerManagerGenerator:
             raise GenerationError(f"verl's server returned {len(logprobs)} logprobs for {len(ids)} tokens.")
         finish = "length" if len(ids) == params.max_tokens else "stop"
         return GenerationResult(token_ids=ids, logprobs=logprobs, finish_reason=finish)
+
+    def _keep_server_fields(self, fields: dict[str, Any]) -> None:
+        """The episode's server fields: the first turn's, with the newest weights version seen since."""
+        if not self.server_fields:
+            self.server_fields.update(fields)
+        elif fields.get("max_global_steps") is not None:
+            self.server_fields["max_global_steps"] = fields["max_global_steps"]
 
     async def aclose(self) -> None:
         """The server manager belongs to verl's worker; nothing to close here."""

@@ -15,7 +15,15 @@ How our knobs map (everything else is verl's default, or ``train.verl.overrides`
     train.clip_ratio         actor.clip_ratio             train.entropy_coef actor.entropy_coeff
     train.loss_aggregation   actor.loss_agg_mode          agent.temperature  rollout.temperature
     train.micro_batch_size   *_micro_batch_size_per_gpu   train.max_steps    trainer.total_training_steps
-    agent.context_budget     prompt_length + response_length (train.verl.max_prompt_length + the rest)
+    train.eval_every         trainer.test_freq (0: -1)    train.eval_data    data.val_files
+    train.weight_decay       actor.optim.weight_decay     agent.top_p        rollout.top_p
+    agent.context_budget     prompt_length + response_length (train.verl.max_prompt_length + the rest),
+                             and rollout.max_model_len
+    train.verl.sequence_parallel_size  actor.ulysses_sequence_parallel_size (the reference follows it)
+    train.verl.param_offload / optimizer_offload  actor and ref fsdp_config.param_offload / actor optimizer_offload
+
+``train.verl.ppo_mini_batch_size`` null (the default) makes one update per step of all its rollouts, as
+the original DeepResearcher trained (its ``ppo_mini_batch_size=4096`` = 256 prompts x 16).
 
 The plan (``describe``) needs nothing installed; ``compose`` and ``validate`` need verl.
 """
@@ -34,7 +42,7 @@ from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
 
 AGENT_LOOP_CLASS = "deepresearcher.integrations.verl.agent_loop.DeepResearcherAgentLoop"
-AGENT_NAME = "deepresearcher"  # the name the agent loop registers under (agent_loop.AGENT_NAME)
+AGENT_NAME = "deepresearcher"  # the name agent_loop.yaml registers DeepResearcherAgentLoop under
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,10 @@ def response_length(config: Config) -> int:
 
 
 def _shapes(config: Config) -> dict[str, int]:
-    """Batch shapes of one step, checked the way verl will check them, with fix-it messages."""
+    """Batch shapes of one step, checked the way verl will check them, with fix-it messages.
+
+    ``dp``: data-parallel ranks, the GPUs divided by the sequence-parallel size (a group of ``sp`` GPUs
+    shares each sequence); an update's rollouts are split evenly over them."""
     cfg, verl = config.train, config.train.verl
     gpus = verl.nnodes * verl.gpus_per_node
     mini = verl.ppo_mini_batch_size or cfg.prompts_per_step
@@ -91,15 +102,20 @@ def _shapes(config: Config) -> dict[str, int]:
     if cfg.prompts_per_step % mini:
         raise ConfigError(f"train.prompts_per_step ({cfg.prompts_per_step}) must be a multiple of "
                           f"train.verl.ppo_mini_batch_size ({mini}).")
-    if (mini * cfg.group_size) % gpus:
+    if gpus % verl.sequence_parallel_size:
+        raise ConfigError(f"train.verl.sequence_parallel_size ({verl.sequence_parallel_size}) must divide the "
+                          f"{gpus} GPUs (train.verl.nnodes x gpus_per_node).")
+    dp = gpus // verl.sequence_parallel_size
+    if (mini * cfg.group_size) % dp:
         raise ConfigError(f"An update holds {mini} prompts x {cfg.group_size} rollouts = {mini * cfg.group_size}, which "
-                          f"{gpus} GPUs (train.verl.nnodes x gpus_per_node) cannot share evenly; change one of them.")
+                          f"{dp} data-parallel ranks ({gpus} GPUs (train.verl.nnodes x gpus_per_node) / "
+                          f"sequence_parallel_size {verl.sequence_parallel_size}) cannot share evenly; change one of them.")
     if verl.gpus_per_node % verl.tensor_parallel_size:
         raise ConfigError(f"train.verl.tensor_parallel_size ({verl.tensor_parallel_size}) must divide "
                           f"train.verl.gpus_per_node ({verl.gpus_per_node}).")
-    per_gpu = mini * cfg.group_size // gpus
-    micro = min(cfg.micro_batch_size, per_gpu)
-    return {"gpus": gpus, "mini": mini, "rollouts": rollouts, "per_gpu_update": per_gpu, "micro": micro}
+    per_rank = mini * cfg.group_size // dp
+    micro = min(cfg.micro_batch_size, per_rank)
+    return {"gpus": gpus, "dp": dp, "mini": mini, "rollouts": rollouts, "per_rank_update": per_rank, "micro": micro}
 
 
 def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = False) -> list[str]:
@@ -135,7 +151,9 @@ def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = Fal
         f"{actor}.kl_loss_type=low_var_kl",
         f"{actor}.entropy_coeff={cfg.entropy_coef}",
         f"{actor}.loss_agg_mode={'token-mean' if cfg.loss_aggregation == 'token_mean' else 'seq-mean-token-mean'}",
+        f"{actor}.ulysses_sequence_parallel_size={verl.sequence_parallel_size}",  # the reference follows it
         f"{actor}.fsdp_config.param_offload={str(verl.param_offload).lower()}",
+        f"{actor}.fsdp_config.optimizer_offload={str(verl.optimizer_offload).lower()}",
         f"{ref}.fsdp_config.param_offload={str(verl.param_offload).lower()}",
         f"{ref}.log_prob_micro_batch_size_per_gpu={micro}",
         f"{rollout}.name={verl.rollout_engine}",
@@ -147,6 +165,7 @@ def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = Fal
         f"{rollout}.log_prob_micro_batch_size_per_gpu={micro}",
         f"{rollout}.tensor_model_parallel_size={verl.tensor_parallel_size}",
         f"{rollout}.gpu_memory_utilization={verl.gpu_memory_utilization}",
+        f"{rollout}.max_model_len={config.agent.context_budget}",
         f"{rollout}.agent.num_workers={verl.agent_workers}",
         f"{rollout}.agent.default_agent_loop={AGENT_NAME}",
         f"{rollout}.agent.agent_loop_config_path={files.agent_loop_yaml}",
@@ -155,7 +174,7 @@ def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = Fal
         f"trainer.total_training_steps={cfg.max_steps}",
         f"trainer.save_freq={cfg.save_every}",
         f"trainer.max_actor_ckpt_to_keep={cfg.keep_checkpoints}",
-        "trainer.test_freq=-1",
+        f"trainer.test_freq={cfg.eval_every or -1}",
         "trainer.val_before_train=false",
         "trainer.critic_warmup=0",
         "trainer.logger=[console,tensorboard,file]",
@@ -168,6 +187,26 @@ def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = Fal
         f"trainer.resume_mode={'auto' if resume else 'disable'}",
         *verl.overrides,
     ]
+
+
+def check_task_counts(config: Config, train_tasks: int, val_tasks: int) -> None:
+    """Refuse data verl cannot take a step on: its train loader drops a last partial batch of
+    ``train.prompts_per_step`` prompts (fewer prompts: no batch at all, and step 1 raises ``StopIteration``),
+    and it builds a validation loader of every held-out task even when it never validates."""
+    cfg = config.train
+    sources = ", ".join(s.label for s in cfg.data)
+    if train_tasks < cfg.prompts_per_step:
+        raise ConfigError(
+            f"train.data ({sources}) gives {train_tasks} GRPO prompts, but one verl step takes "
+            f"train.prompts_per_step = {cfg.prompts_per_step} and verl drops a partial batch, so there would be no "
+            "step at all. Train on more questions (the paper's mix: train.data of configs/paper-qwen2.5-7b.yaml, or "
+            "--data data/train.parquet) or lower train.prompts_per_step"
+            + (" (the world keeps train.sft.num_tasks of its tasks for SFT: lower that too)." if any(
+                s.kind == "world" for s in cfg.data) else "."))
+    if val_tasks == 0:
+        raise ConfigError("There are no held-out tasks for verl's validation set (verl builds it even when it never "
+                          "validates): set train.eval_data, e.g. {kind: benchmark, name: deepresearcher, split: dev} "
+                          "(the original's dev.parquet).")
 
 
 def write_run_files(config: Config, files: RunFiles) -> dict[str, int]:
@@ -183,8 +222,10 @@ def write_run_files(config: Config, files: RunFiles) -> dict[str, int]:
     sets = task_sets(config)
 
     def qa(task: dict[str, Any], split: str) -> QATask:
-        return QATask(id=str(task["id"]), source="world", question=task["question"], golds=task["golds"], split=split)
+        return QATask(id=str(task["id"]), source=task.get("source") or "world", question=task["question"],
+                      golds=task["golds"], split=split)
 
+    check_task_counts(config, len(sets.grpo), len(sets.test))
     files.root.mkdir(parents=True, exist_ok=True)
     write_verl_parquet([qa(t, "train") for t in sets.grpo], files.train_parquet)
     write_verl_parquet([qa(t, "test") for t in sets.test], files.val_parquet)
@@ -228,27 +269,46 @@ def validate(verl_config: Any) -> None:
 
 
 def describe(config: Config, model: str) -> dict[str, Any]:
-    """The resolved plan: batch shapes per step, per node and per GPU, and where each process runs."""
+    """The resolved plan: what the episodes run (protocol, reward, reader), the update shape of a step, batch
+    shapes per step, per node and per data-parallel rank, and where each process runs."""
     cfg, verl = config.train, config.train.verl
     s = _shapes(config)
     prompt_len, response_len = verl.max_prompt_length, response_length(config)
     replicas_per_node = verl.gpus_per_node // verl.tensor_parallel_size
     environment = (f"handler services at {', '.join(config.env.server_urls)} (CPU machines)"
                    if config.env.server_urls else "in process, inside each agent-loop worker")
+    dynamic = "actor_rollout_ref.actor.use_dynamic_bsz=true" in verl.overrides
     return {
         "engine": "verl",
         "model": model,
         "run_dir": str(RunFiles.of(config).root),
         "ray": verl.ray_address or "local: started for this run and stopped after",
+        "episode": {
+            "protocol": config.agent.protocol,
+            "reward_metric": config.reward.metric,
+            "reader": config.browse.reader,
+            "search_backend": "env.server_urls (the handler services' own)" if config.env.server_urls
+                              else config.search.backend,
+            "max_turns": config.agent.max_turns,
+            "max_tokens_per_turn": config.agent.max_tokens_per_turn,
+            "context_budget": config.agent.context_budget,
+            "temperature": config.agent.temperature,
+        },
+        "update": {
+            "prompts_per_step": cfg.prompts_per_step,
+            "rollouts_per_step": s["rollouts"],
+            "mini_batch_prompts": s["mini"],
+            "mini_batch_rollouts": s["mini"] * cfg.group_size,
+            "updates_per_step": cfg.prompts_per_step // s["mini"],
+        },
         "global": {
             "nodes": verl.nnodes,
             "gpus": s["gpus"],
-            "prompts_per_step": cfg.prompts_per_step,
-            "rollouts_per_step": s["rollouts"],
-            "updates_per_step": cfg.prompts_per_step // s["mini"],
-            "rollouts_per_update": s["mini"] * cfg.group_size,
+            "data_parallel_ranks": s["dp"],
+            "sequence_parallel_size": verl.sequence_parallel_size,
             "sequence_shape": [prompt_len, response_len],
             "max_steps": cfg.max_steps,
+            "validate_every": cfg.eval_every or None,
         },
         "per_node": {
             "gpus": verl.gpus_per_node,
@@ -256,14 +316,14 @@ def describe(config: Config, model: str) -> dict[str, Any]:
             "rollout_servers": replicas_per_node,
             "agent_loop_workers": math.ceil(verl.agent_workers / verl.nnodes),
         },
-        "per_gpu": {
-            "rollouts_per_update": s["per_gpu_update"],
-            "micro_batch": s["micro"],
-            "grad_accumulation": math.ceil(s["per_gpu_update"] / s["micro"]),
-            "padded_tokens_per_micro_batch": s["micro"] * (prompt_len + response_len),
+        "per_rank": {
+            "rollouts_per_update": s["per_rank_update"],
+            "micro_batch": "packed by tokens (use_dynamic_bsz)" if dynamic else s["micro"],
+            "grad_accumulation": None if dynamic else math.ceil(s["per_rank_update"] / s["micro"]),
+            "offload": {"params": verl.param_offload, "optimizer": verl.optimizer_offload},
         },
         "placement": {
-            "driver": "verl's TaskRunner (Ray actor, CPU) on any node; this command waits for it",
+            "driver": "verl's TaskRunnerV1 (Ray actor, CPU) on any node; this command waits for it",
             "actor_ref_rollout": f"one FSDP worker per GPU on every node ({s['gpus']} in all), colocated with "
                                  f"{verl.rollout_engine} (hybrid engine: weights shared between training and rollout)",
             "rollout_servers": f"{replicas_per_node * verl.nnodes} {verl.rollout_engine} servers, "
@@ -271,7 +331,7 @@ def describe(config: Config, model: str) -> dict[str, Any]:
             "agent_loop_workers": f"{verl.agent_workers} CPU processes, round-robin over the nodes; each runs "
                                   f"~{math.ceil(s['rollouts'] / verl.agent_workers)} episodes per step",
             "environment": environment,
-            "reward": "our scorer (reward.score with the format check), inside each agent-loop worker",
+            "reward": f"our scorer (reward.metric {config.reward.metric}), inside each agent-loop worker",
         },
         "config_hash": config.config_hash(),
     }
