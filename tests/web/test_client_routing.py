@@ -108,6 +108,8 @@ async def test_a_split_batch_comes_back_in_order(web, tmp_path):
         async with RemoteEnvironment(urls) as env:
             batch = await env.search(queries, 3)
             assert [s.served for s in env.servers] == [1, 1, 1]
+            assert await env.search([], 3) == [] and await env.browse("q", []) == [], "in process: no items, no results"
+            assert [s.served for s in env.servers] == [1, 1, 1], "an empty batch was sent"
             singles = [(await env.search([q], 3))[0] for q in queries]
 
             pages = [web.site.local_url(p["url"]) for p in web.pages]

@@ -107,7 +107,7 @@ class ServerState:
     in_flight: int = 0
     dead_until: float = 0.0
     failures: int = 0
-    served: int = 0
+    served: int = 0  # requests answered (a batch split by home counts once per part)
 
     def alive(self, now: float) -> bool:
         return self.dead_until <= now
@@ -238,7 +238,8 @@ class RemoteEnvironment:
     async def _call(
         self, path: str, items: list[str], body: Callable[[list[str]], dict[str, Any]], model: type[Any]
     ) -> list[Any]:
-        """Answer ``items`` (queries or URLs) in order: each part to its server, failed parts to the next."""
+        """Answer ``items`` (queries or URLs) in order: each part to its server, failed parts to the next.
+        No items, no request: ``[]``, as the in-process environment answers."""
         results: list[Any] = [None] * len(items)
         tried: list[set[int]] = [set() for _ in items]
         reasons: list[list[str]] = [[] for _ in items]
