@@ -53,7 +53,7 @@ async def test_requests_spread_over_servers_with_the_environment_interface(two_h
     config.env.server_urls = urls
     config.env.routing = "least_loaded"
     async with make_remote_environment(config) as env:
-        assert isinstance(env, Environment)
+        assert isinstance(env, Environment) and env.routing == "least_loaded"
         batches = await asyncio.gather(*(env.search([q, "Grirstan"], 3) for q in QUERIES * 8))
         browse = await env.browse("Population of Hyport?", [batches[0][0].hits[0].url], notes=["x"], queries=["Hyport"])
         default_k = await env.search(["Grirstan"])

@@ -12,10 +12,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-import pytest
-
 from deepresearcher.testing.handlers import HandlerProcess, handler_thread
-from deepresearcher.web.client import RemoteEnvironment, make_remote_environment, rendezvous_order, routing_key
+from deepresearcher.web.client import RemoteEnvironment, rendezvous_order, routing_key
 from deepresearcher.web.server import bind_socket, create_app
 
 SEARCH, BROWSE = "/v1/search", "/v1/browse"
