@@ -82,7 +82,7 @@ def test_failover_follows_the_rendezvous_order_and_the_home_takes_its_keys_back(
         return [s.served - b for s, b in zip(env.servers, before)]
 
     async def scenario() -> None:
-        async with RemoteEnvironment(urls, dead_for_s=0.5) as env:
+        async with RemoteEnvironment(urls, dead_for_s=2.0) as env:
             with handler_thread(apps[order[1]], port=ports[order[1]]), handler_thread(apps[order[2]], port=ports[order[2]]):
                 second = [int(i == order[1]) for i in range(3)]
                 assert await ask(env) == second
@@ -90,7 +90,7 @@ def test_failover_follows_the_rendezvous_order_and_the_home_takes_its_keys_back(
                 assert await ask(env) == second
                 assert env.servers[0].failures == 1, "a dead home was tried again while dead"
                 with handler_thread(create_app(web.config(tmp_path / "cache-0.sqlite")), port=ports[0]):
-                    await asyncio.sleep(0.6)
+                    await asyncio.sleep(max(0.0, env.servers[0].dead_until - time.monotonic()) + 0.05)
                     assert await ask(env) == [1, 0, 0], "the home did not take its key back"
 
     asyncio.run(scenario())
