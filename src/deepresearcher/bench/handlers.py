@@ -131,8 +131,6 @@ def _run(web: LoopbackWeb, folder: Path, routing: str, killed: bool, args: argpa
         "routing": routing,
         "killed_handler": 0 if killed else None,
         "rollouts": len(outcomes),
-        "search_calls": len(outcomes),
-        "browse_calls": len(outcomes),
         "lost": lost,
         "queries_answered_inconsistently": sum(len(v) > 1 for v in answers.values()),
         "distinct_queries": len(distinct_queries),
