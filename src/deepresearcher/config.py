@@ -193,7 +193,16 @@ class EnvConfig(Section):
     )
     connect_timeout_s: float = Field(5.0, gt=0, description="Seconds to connect to a server before trying the next one.")
     request_timeout_s: float = Field(120.0, gt=0, description="Seconds one request may take on one server before failover.")
-    max_attempts: int = Field(3, ge=1, description="Servers tried for one request before it fails.")
+    routing: Literal["keyed", "least_loaded"] = Field(
+        "keyed",
+        description="How the client picks a server. `keyed`: each search query and page URL has a home "
+        "handler (rendezvous hashing of its cache key over `server_urls`) and fails over to the next in that "
+        "key's order, so each handler's cache holds its own share and a repeated query is paid once across "
+        "the cluster; a batch is split by home. `least_loaded`: the whole request goes to the server with "
+        "the fewest requests in flight, so a query is paid once per handler that sees it.",
+    )
+    max_attempts: int = Field(3, ge=1, description="Servers tried for one request (per query or URL with "
+                              "`keyed` routing) before it fails.")
     dead_for_s: float = Field(30.0, ge=0, description="Seconds a failed server is skipped before it is tried again.")
     max_connections: int = Field(256, ge=1, description="Open connections per server.")
     auth_token_env: str | None = Field(

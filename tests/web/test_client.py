@@ -1,4 +1,6 @@
-"""The handler client over real servers: spreading, failover past dead servers, 4xx, and killing a handler mid-batch."""
+"""The handler client over real servers: spreading, failover past dead servers, 4xx, and killing a handler mid-batch.
+
+Keyed routing's own behaviour (homes, split batches, one upstream call per query) is in test_client_routing.py."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from deepresearcher.errors import (
 )
 from deepresearcher.testing.handlers import HandlerProcess, handler_thread
 from deepresearcher.web.cache import WebCache
-from deepresearcher.web.client import RemoteEnvironment, make_remote_environment
+from deepresearcher.web.client import RemoteEnvironment, make_remote_environment, rendezvous_order, routing_key
 from deepresearcher.web.interface import Environment
 from deepresearcher.web.server import create_app
 
@@ -40,12 +42,18 @@ def two_handlers(web, tmp_path):
 QUERIES = ["Grirstan", "Hyport population", "Diastylstad", "Treraimere", "Tryyunmere census"]
 
 
+def homed_at(urls: list[str], path: str, candidates: list[str], index: int) -> list[str]:
+    """The candidates whose keyed-routing home is server ``index``: keyed tests send traffic there on purpose."""
+    return [c for c in candidates if rendezvous_order(routing_key(path, c), urls)[0] == index]
+
+
 async def test_requests_spread_over_servers_with_the_environment_interface(two_handlers, web):
-    """Concurrent calls are shared by both servers, and answers match the queries in order."""
+    """Least-loaded routing: concurrent calls are shared by both servers, and answers match the queries in order."""
     urls, config = two_handlers
     config.env.server_urls = urls
+    config.env.routing = "least_loaded"
     async with make_remote_environment(config) as env:
-        assert isinstance(env, Environment)
+        assert isinstance(env, Environment) and env.routing == "least_loaded"
         batches = await asyncio.gather(*(env.search([q, "Grirstan"], 3) for q in QUERIES * 8))
         browse = await env.browse("Population of Hyport?", [batches[0][0].hits[0].url], notes=["x"], queries=["Hyport"])
         default_k = await env.search(["Grirstan"])
@@ -55,17 +63,22 @@ async def test_requests_spread_over_servers_with_the_environment_interface(two_h
     assert len(default_k[0].hits) == 2, "without top_k the servers' search.top_k applies"
 
 
-async def test_dead_server_is_skipped_without_failing_a_request(two_handlers, dead_url):
-    """A refused server is failed over at once, marked dead, and then not tried again while dead."""
+@pytest.mark.parametrize("routing", ["keyed", "least_loaded"])
+async def test_dead_server_is_skipped_without_failing_a_request(two_handlers, dead_url, routing):
+    """A refused server is failed over at once, marked dead, and then not tried again while dead (keyed:
+    the queries are ones whose home is the dead server)."""
     urls, _ = two_handlers
-    env = RemoteEnvironment([dead_url, *urls], dead_for_s=60)
+    servers = [dead_url, *urls]
+    queries = QUERIES if routing == "least_loaded" else homed_at(
+        servers, "/v1/search", [f"{q} {i}" for q in QUERIES for i in range(10)], 0)[:5]
+    env = RemoteEnvironment(servers, dead_for_s=60, routing=routing)
     try:
-        results = await asyncio.gather(*(env.search([q], 3) for q in QUERIES * 4))
+        results = await asyncio.gather(*(env.search([q], 3) for q in queries * 4))
         assert all(r[0].error is None and r[0].hits for r in results)
         dead = env.servers[0]
         assert dead.served == 0 and dead.failures >= 1
         failures = dead.failures
-        for q in QUERIES:
+        for q in queries:
             assert (await env.search([q], 3))[0].hits
         assert dead.failures == failures, "a server marked dead was tried again"
     finally:
@@ -97,7 +110,7 @@ async def test_4xx_is_raised_without_trying_other_servers(web, tmp_path, monkeyp
         async with make_remote_environment(config) as env:
             assert (await env.search(["Hyport"], 3))[0].hits
             with pytest.raises(RequestRejectedError, match="serve.max_queries"):
-                await env.search(["Hyport", "Grirstan"], 3)
+                await env.search(["Hyport", " HYPORT"], 3)  # one key, so one home: the batch is not split
             assert sum(s.failures for s in env.servers) == 0
 
 
@@ -143,15 +156,19 @@ def test_killing_a_handler_mid_batch_loses_nothing(web, tmp_path):
                 assert [h["url"] for h in stored] == [h.url for h in result.hits]
 
 
-async def test_overloaded_server_is_retried_elsewhere_but_not_marked_dead(web, tmp_path):
-    """A 503 (server busy) sends the request to another server without taking the busy one out of rotation."""
+@pytest.mark.parametrize("routing", ["keyed", "least_loaded"])
+async def test_overloaded_server_is_retried_elsewhere_but_not_marked_dead(web, tmp_path, routing):
+    """A 503 (server busy) sends the request to another server without taking the busy one out of rotation
+    (keyed: the pages are ones whose home is the busy server)."""
     busy = web.config(tmp_path / "cache.sqlite")
     busy.serve.max_concurrency, busy.serve.max_pending = 1, 0
     free = web.config(tmp_path / "cache.sqlite")
     slow = web.site.url("/_t/slow?s=1")
     with handler_thread(create_app(busy)) as a, handler_thread(create_app(free)) as b:
-        async with RemoteEnvironment([a, b], dead_for_s=60) as env:
-            results = await asyncio.gather(*(env.browse("q", [f"{slow}&n={i}"]) for i in range(4)))
+        pages = [f"{slow}&n={i}" for i in range(40)]
+        pages = pages[:4] if routing == "least_loaded" else homed_at([a, b], "/v1/browse", pages, 0)[:4]
+        async with RemoteEnvironment([a, b], dead_for_s=60, routing=routing) as env:
+            results = await asyncio.gather(*(env.browse("q", [page]) for page in pages))
     assert all(r[0].error is None and r[0].title == "Slow" for r in results)
     server_a = env.servers[0]
     assert server_a.failures >= 1 and server_a.served >= 1

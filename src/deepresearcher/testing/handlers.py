@@ -29,11 +29,14 @@ from deepresearcher.web.server import bind_socket
 
 
 @contextmanager
-def handler_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve an ASGI ``app`` with uvicorn in a daemon thread on a free port; yields its base URL."""
+def handler_thread(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve an ASGI ``app`` with uvicorn in a daemon thread on ``port`` (0: a free one); yields its base URL.
+
+    A fixed port brings a stopped handler back at the same URL, as a restarted machine would.
+    """
     import uvicorn
 
-    sock = bind_socket(host, 0)
+    sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, lifespan="on", access_log=False, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="handler", daemon=True)
