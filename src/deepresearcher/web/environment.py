@@ -60,7 +60,11 @@ class LocalPageSource:
 
 
 class LivePageSource:
-    """Pages fetched from the live web, through the record/replay cache."""
+    """Pages fetched from the live web, through the record/replay cache.
+
+    A cached page holds the text its fetcher's extractor made, so the extractor is part of the key: a
+    recording made with one extractor never replays its text under the other (replay misses instead).
+    """
 
     def __init__(self, fetcher: Any, cache: Any = None) -> None:
         self.fetcher, self.cache = fetcher, cache
@@ -68,8 +72,8 @@ class LivePageSource:
     async def get(self, url: str) -> Page:
         from deepresearcher.web.cache import cached
 
-        return await cached(self.cache, "fetch", "http", url, {}, lambda: self.fetcher.fetch(url),
-                            encode=Page.model_dump, decode=Page.model_validate)
+        return await cached(self.cache, "fetch", "http", url, {"extractor": self.fetcher.extractor},
+                            lambda: self.fetcher.fetch(url), encode=Page.model_dump, decode=Page.model_validate)
 
     async def aclose(self) -> None:
         await self.fetcher.aclose()
