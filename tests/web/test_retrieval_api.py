@@ -163,3 +163,44 @@ async def test_retriever_backend_against_our_own_serve(local_config, wiki_index,
             await env.aclose()
     expected = LocalIndex(wiki_index).passages("largest city of France", 3)
     assert [(h.url, h.title, h.snippet) for h in result.hits] == [(p.id, p.title, p.text) for p in expected]
+
+
+async def test_a_retriever_hit_is_browsable(tmp_path):
+    """Browsing a hit returns its passage (the agent reads what it found); an id the session never saw is
+    a clear page error on a server without /access, never a fetch of a scheme-less URL."""
+    from deepresearcher.errors import PageError
+
+    docs = [{"id": d["id"], "title": d["contents"].split("\n")[0].strip('"'), "text": d["contents"].split("\n")[1]}
+            for d in WIKI]
+    with SearchEmulator(docs, flavor="search-r1").running() as server:
+        env = WebEnvironment.from_config(_retriever_config(server.base_url, tmp_path))
+        try:
+            (okapi,) = await env.search(["okapi"], 2)
+            page = await env.read_page(okapi.hits[0].url)
+            assert (page.url, page.title, page.text) == ("1", "Okapi", "The okapi lives in the rainforests of the Congo.")
+            [read] = await env.browse("Where does the okapi live?", [okapi.hits[0].url])
+            assert read.error is None and "Congo" in " ".join(n.text for n in read.notes)
+            with pytest.raises(PageError, match="not a passage a search returned"):
+                await env.read_page("3")
+        finally:
+            await env.aclose()
+
+
+async def test_a_fresh_session_browses_a_passage_of_our_serve_by_id(local_config, tmp_path):
+    """`deepresearcher browse ID` in a new process: the id is looked up with the server's /access."""
+    with handler_thread(create_app(local_config)) as url:
+        env = WebEnvironment.from_config(_retriever_config(url, tmp_path))
+        try:
+            page = await env.read_page("4")
+        finally:
+            await env.aclose()
+    assert (page.title, page.text) == ("Dune (novel)", "Dune is the 1965 novel by Frank Herbert.")
+
+
+def test_a_document_without_id_or_url_gets_a_stable_browsable_name():
+    from deepresearcher.web.backends.retriever import _hit
+
+    first = _hit({"document": {"contents": '"Okapi"\nThe okapi lives in the Congo.'}, "score": 1.0})
+    again = _hit({"contents": '"Okapi"\nThe okapi lives in the Congo.'})
+    other = _hit({"contents": '"Zebra"\nStripes.', "id": ""})
+    assert first.url == again.url and first.url.startswith("retriever:") and other.url != first.url

@@ -134,6 +134,10 @@ class WebEnvironment:
 
             backend = make_backend(config.search, config.backends)
             pages = LivePageSource(PageFetcher(config.fetch, extractor=config.browse.extractor), cache)
+            if config.search.backend == "retriever":  # its hits are passages: browsing one returns it
+                from deepresearcher.web.backends.retriever import RetrieverPages
+
+                pages = RetrieverPages(config.backends.retriever, web=pages)
         return cls(backend, pages, make_reader(config), config, cache)
 
     def preload(self) -> int:
@@ -156,6 +160,9 @@ class WebEnvironment:
         except DeepResearcherError as exc:
             logger.info("search %r failed: %s", query, exc)
             return QueryResult(query=query, error=str(exc))
+        remember = getattr(self.pages, "remember", None)  # a retriever's pages are its hits' passages
+        if remember is not None:
+            remember(hits)
         return QueryResult(query=query, hits=hits)
 
     async def _cached_search(self, query: str, top_k: int) -> list[SearchHit]:
