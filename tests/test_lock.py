@@ -56,3 +56,14 @@ def test_the_check_reports_a_version_that_differs(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(tmp_path / "scripts" / "lock.py"), "--check"], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 1 and "pyyaml: locked 0.0.1, installed" in result.stdout
+
+
+def test_setup_installs_the_lock_unless_asked_for_ranges() -> None:
+    """setup.sh passes `-c constraints.txt` to every pip install by default; --ranges drops it; a typo stops it."""
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    installs = [line for line in setup.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+    assert installs and all('${lock[@]+"${lock[@]}"}' in line for line in installs)
+    assert "lock=(-c constraints.txt)" in setup and "--ranges) lock=() ;;" in setup
+    typo = subprocess.run(["bash", str(ROOT / "scripts" / "setup.sh"), "--rangez"], capture_output=True, text=True,
+                          timeout=30)
+    assert typo.returncode == 2 and "unknown option --rangez" in typo.stderr
