@@ -17,6 +17,7 @@ import typer
 from deepresearcher.errors import ConfigError
 
 BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
+_HELP = ("--help", "-h")
 
 
 def available() -> list[str]:
@@ -46,9 +47,6 @@ def bench(
     spec.loader.exec_module(module)
     result = module.main([a for a in ctx.args if a != "--json"])
     typer.echo(json.dumps(result, indent=2))
-
-
-_HELP = ("--help", "-h")
 
 
 def register(app: typer.Typer) -> None:
