@@ -172,6 +172,10 @@ class ServeConfig(Section):
         4096, ge=0, description="Requests allowed to wait in line; beyond it the service answers 503 so clients go elsewhere."
     )
     max_queries: int = Field(64, ge=1, description="Queries accepted in one /v1/search request (a batch).")
+    max_retrieve_queries: int = Field(
+        8192, ge=1, description="Queries accepted in one /retrieve request: Search-R1's client sends a whole turn's "
+        "batch in one (512 prompts x 5 rollouts = 2,560 by default).",
+    )
     max_urls: int = Field(64, ge=1, description="URLs accepted in one /v1/browse request.")
     max_body_bytes: int = Field(
         16_000_000, ge=1024, description="Largest request body accepted (a browse carries the rollout's notes); larger is 413."

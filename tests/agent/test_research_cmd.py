@@ -90,7 +90,8 @@ def test_research_with_the_embedded_model_offline(world, request, tmp_path):
     from deepresearcher.cli.main import app
 
     world_dir, _, task = world
-    cache = request.config.cache.mkdir("deepresearcher-embedded") if request.config.cache else tmp_path / "cache"
+    pytest_cache = getattr(request.config, "cache", None)  # None under `-p no:cacheprovider`
+    cache = pytest_cache.mkdir("deepresearcher-embedded") if pytest_cache is not None else tmp_path / "cache"
     saved = tmp_path / "trajectories.jsonl"
     args = ["research", task.question, "--set", f"world.dir={world_dir}", "--set", f"cache_dir={cache}",
             "--max-turns", "2", "--max-tokens", "12", "--temperature", "0", "--save", str(saved)]

@@ -97,3 +97,13 @@ def test_env_reports_versions_for_bug_reports() -> None:
 
     assert lines["torch"] == torch.__version__ and lines["deepresearcher"] == "0.1.0"
     assert lines["vllm"] in ("not installed",) or lines["vllm"][0].isdigit()
+
+
+def test_bench_name_help_shows_the_benchmarks_options() -> None:
+    """`bench NAME --help` is the benchmark's own help; `bench --help` the command's; `bench` alone names them."""
+    own = run("bench", "generate", "--help")
+    assert own.returncode == 0 and "--requests" in own.stdout and "--prompt-tokens" in own.stdout
+    command = run("bench", "--help")
+    assert command.returncode == 0 and "Benchmark name" in command.stdout
+    bare = run("bench")
+    assert bare.returncode == 2 and "generate" in bare.stderr and "search" in bare.stderr

@@ -65,6 +65,9 @@ def test_two_steps_then_resume_matches_uninterrupted_run(tiny_model_dir: Path, t
     assert [m["step"] for m in metrics] == [1, 2]
     for key in ("reward", "f1", "format_error_rate", "tool_calls", "response_tokens", "kl", "entropy", "zero_signal_share"):
         assert key in metrics[-1], key
+    from deepresearcher.reward import ANSWER_METRICS
+
+    assert set(ANSWER_METRICS) <= set(metrics[-1]), "every answer metric reward.metric can name is logged"
     assert -1.0 <= metrics[0]["reward"] <= 1.0
     assert (stopped / "checkpoints" / "checkpoint-2").is_dir()
     assert (stopped / "config.yaml").is_file()

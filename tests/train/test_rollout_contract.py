@@ -75,3 +75,21 @@ def test_rollouts_sample_through_the_trainers_colocated_vllm_engine(tmp_path) ->
 
     rollouts(["t1", "t1"], SimpleNamespace(**{**vars(trainer), "use_vllm": False}))
     assert "vllm_llm" not in calls[-1] and calls[-1]["model"] is model
+
+
+def test_the_step_logs_every_answer_metric_the_reward_can_name() -> None:
+    """metrics.jsonl carries the mean of each answer metric, so a run rewarding `squad_f1` or
+    `deepresearcher_f1` logs the metric it is trained on, not only F1/EM."""
+    from deepresearcher.config import load_config
+    from deepresearcher.reward import ANSWER_METRICS
+    from deepresearcher.train.rollout import score_trajectory
+
+    config = load_config(None, ["reward.metric=deepresearcher_f1"])
+    answered = Trajectory(turns=[TurnRecord(text="The city is named in the page.\n</think>\n<answer>Paris, France</answer>")])
+    wrong = Trajectory(turns=[TurnRecord(text="No idea.\n</think>\n<answer>Lyon</answer>")])
+    task = {"golds": ["Paris"]}
+    scores = [score_trajectory(t, task, config) for t in (answered, wrong)]
+    stats = summarize([answered, wrong], scores, group_size=2)
+    assert set(ANSWER_METRICS) <= set(stats)
+    assert stats["deepresearcher_f1"] == stats["reward"] == scores[0]["reward"] / 2 > 0
+    assert stats["em"] == 0.0 and stats["cover_em"] == 0.5 and stats["f1"] == scores[0]["f1"] / 2

@@ -253,3 +253,42 @@ async def _record(path: Path) -> None:
         upstream = Upstream()
         await search(cache, upstream, "q")
         await search(cache, upstream, "q")
+
+
+async def test_a_fetched_page_is_recorded_per_extractor(tmp_path: Path) -> None:
+    """A page recorded under one extractor is not replayed under the other: each has its own text and record."""
+    from deepresearcher.config import FetchConfig
+    from deepresearcher.testing.website import LoopbackWebsite
+    from deepresearcher.web.environment import LivePageSource
+    from deepresearcher.web.fetch import PageFetcher
+
+    html = ("<html><head><title>Larch</title></head><body><nav>Home | About | Contact</nav><article><h1>Larch</h1>"
+            + "<p>The Larch Institute was founded in 1911 by Ada Brennan in Varnholt.</p>" * 8
+            + "</article><footer>Copyright notice and links</footer></body></html>")
+    fetch = FetchConfig(allow_private=True)
+    with LoopbackWebsite({"/larch": ("Larch", html)}).running() as site:
+        url = site.url("/larch")
+
+        async def read(extractor: str, mode: str) -> str:
+            async with WebCache(tmp_path / "pages.sqlite", mode=mode) as cache:
+                pages = LivePageSource(PageFetcher(fetch, extractor=extractor), cache)
+                try:
+                    return (await pages.get(url)).text or ""
+                finally:
+                    await pages.aclose()
+
+        recorded = {name: await read(name, "readwrite") for name in ("trafilatura", "resiliparse")}
+        with WebCache(tmp_path / "pages.sqlite") as cache:
+            assert cache.stats().entries == 2  # one record per extractor, not one per URL
+        assert recorded["trafilatura"] != recorded["resiliparse"]
+    for name, text in recorded.items():  # the site is gone: these come from the recording alone
+        assert await read(name, "replay") == text
+    async with WebCache(tmp_path / "other.sqlite") as cache:
+        pages = LivePageSource(PageFetcher(fetch, extractor="trafilatura"), cache)
+        await cache.put("fetch", "http", url, {"extractor": "resiliparse"}, {"url": url, "text": "other extractor"})
+        await pages.aclose()
+    async with WebCache(tmp_path / "other.sqlite", mode="replay") as cache:
+        pages = LivePageSource(PageFetcher(fetch, extractor="trafilatura"), cache)
+        with pytest.raises(ReplayMissError):
+            await pages.get(url)
+        await pages.aclose()

@@ -46,7 +46,7 @@ def wiki_index(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def local_config(wiki_index, tmp_path) -> Config:
-    return Config.model_validate({"search": {"index": str(wiki_index), "top_k": 2}, "serve": {"max_queries": 4},
+    return Config.model_validate({"search": {"index": str(wiki_index), "top_k": 2}, "serve": {"max_retrieve_queries": 4},
                                   "cache_dir": str(tmp_path / "cache")})
 
 
@@ -69,7 +69,7 @@ def test_topk_defaults_bounds_and_bare_documents(local_config):
     """topk above the index size returns every match; missing or 0 means search.top_k; without
     return_scores the documents come bare (with the url ASearcher's client reads)."""
     with handler_thread(create_app(local_config)) as url:
-        everything = requests.post(url + "/retrieve", json={"queries": ["the"], "topk": 500}).json()["result"][0]
+        everything = requests.post(url + "/retrieve", json={"queries": ["the"], "topk": 50_000}).json()["result"][0]
         default = requests.post(url + "/retrieve", json={"queries": ["the", "France"], "topk": 0}).json()["result"]
         bare = requests.post(url + "/retrieve", json={"queries": ["zebra"], "extra": 1}).json()["result"][0]
         no_queries = requests.post(url + "/retrieve", json={"queries": []}).json()
@@ -85,7 +85,7 @@ def test_bad_retrieve_bodies_get_clear_4xx(local_config):
         too_many = requests.post(url + "/retrieve", json={"queries": ["a"] * 5})
         negative = requests.post(url + "/retrieve", json={"queries": ["a"], "topk": -1})
     assert wrong.status_code == 422 and "queries" in wrong.json()["error"]["message"]
-    assert too_many.status_code == 422 and "serve.max_queries" in too_many.json()["error"]["message"]
+    assert too_many.status_code == 422 and "serve.max_retrieve_queries" in too_many.json()["error"]["message"]
     assert negative.status_code == 422 and "topk" in negative.json()["error"]["message"]
 
 
@@ -163,3 +163,78 @@ async def test_retriever_backend_against_our_own_serve(local_config, wiki_index,
             await env.aclose()
     expected = LocalIndex(wiki_index).passages("largest city of France", 3)
     assert [(h.url, h.title, h.snippet) for h in result.hits] == [(p.id, p.title, p.text) for p in expected]
+
+
+async def test_a_retriever_hit_is_browsable(tmp_path):
+    """Browsing a hit returns its passage (the agent reads what it found); an id the session never saw is
+    a clear page error on a server without /access, never a fetch of a scheme-less URL."""
+    from deepresearcher.errors import PageError
+
+    docs = [{"id": d["id"], "title": d["contents"].split("\n")[0].strip('"'), "text": d["contents"].split("\n")[1]}
+            for d in WIKI]
+    with SearchEmulator(docs, flavor="search-r1").running() as server:
+        env = WebEnvironment.from_config(_retriever_config(server.base_url, tmp_path))
+        try:
+            (okapi,) = await env.search(["okapi"], 2)
+            page = await env.read_page(okapi.hits[0].url)
+            assert (page.url, page.title, page.text) == ("1", "Okapi", "The okapi lives in the rainforests of the Congo.")
+            [read] = await env.browse("Where does the okapi live?", [okapi.hits[0].url])
+            assert read.error is None and "Congo" in " ".join(n.text for n in read.notes)
+            with pytest.raises(PageError, match="not a passage a search returned"):
+                await env.read_page("3")
+        finally:
+            await env.aclose()
+
+
+async def test_a_fresh_session_browses_a_passage_of_our_serve_by_id(local_config, tmp_path):
+    """`deepresearcher browse ID` in a new process: the id is looked up with the server's /access."""
+    with handler_thread(create_app(local_config)) as url:
+        env = WebEnvironment.from_config(_retriever_config(url, tmp_path))
+        try:
+            page = await env.read_page("4")
+        finally:
+            await env.aclose()
+    assert (page.title, page.text) == ("Dune (novel)", "Dune is the 1965 novel by Frank Herbert.")
+
+
+def test_a_document_without_id_or_url_gets_a_stable_browsable_name():
+    from deepresearcher.web.backends.retriever import _hit
+
+    first = _hit({"document": {"contents": '"Okapi"\nThe okapi lives in the Congo.'}, "score": 1.0})
+    again = _hit({"contents": '"Okapi"\nThe okapi lives in the Congo.'})
+    other = _hit({"contents": '"Zebra"\nStripes.', "id": ""})
+    assert first.url == again.url and first.url.startswith("retriever:") and other.url != first.url
+
+
+def test_search_r1_batches_are_answered_by_default(wiki_index, tmp_path):
+    """Their client sends a turn's whole batch in one request: 512 prompts x 5 rollouts = 2,560 queries."""
+    config = Config.model_validate({"search": {"index": str(wiki_index)}, "cache_dir": str(tmp_path / "cache")})
+    queries = [["capital of France", "okapi", "novel by Frank Herbert", "zebra stripes"][i % 4] for i in range(2560)]
+    with handler_thread(create_app(config)) as url:
+        answer = requests.post(url + "/retrieve", json={"queries": queries, "topk": 3, "return_scores": True})
+    assert answer.status_code == 200
+    result = answer.json()["result"]
+    assert len(result) == 2560 and result[1][0]["document"]["id"] == "1" and result[2559][0]["document"]["id"] == "3"
+
+
+AWKWARD = [  # contents as corpora have them, which /retrieve must give back unchanged
+    {"id": "q", "contents": '"The "Quoted" Title"\nA passage about quoted marmots.'},
+    {"id": "s", "contents": '  "Spaced"  \n  A passage about spaced marmots, with trailing spaces.  '},
+    {"id": "u", "contents": "An untitled passage about marmots, with no title line."},
+    {"id": "e", "contents": '"Empty text"\n'},
+    {"id": "t", "contents": '"Tabs"\nA passage\tabout\n\nmarmots on two lines.'},
+]
+
+
+def test_contents_come_back_byte_for_byte(tmp_path):
+    root = tmp_path / "awkward"
+    root.mkdir()
+    (root / "corpus.jsonl").write_bytes(b"\n".join(orjson.dumps(d) for d in AWKWARD + WIKI) + b"\n")
+    build_index(read_corpus(root / "corpus.jsonl"), root / "index")
+    config = Config.model_validate({"search": {"index": str(root / "index")}, "cache_dir": str(tmp_path / "cache")})
+    with handler_thread(create_app(config)) as url:
+        found = requests.post(url + "/retrieve", json={"queries": ["marmots", "Empty text"], "topk": 10}).json()["result"]
+        pages = requests.post(url + "/access", json={"urls": ["q", "u"]}).json()["result"]
+    returned = {d["id"]: d["contents"] for group in found for d in group}
+    assert returned == {d["id"]: d["contents"] for d in AWKWARD}
+    assert pages[0]["title"] == 'The "Quoted" Title' and pages[1]["contents"].startswith("An untitled passage")

@@ -17,6 +17,7 @@ import typer
 from deepresearcher.errors import ConfigError
 
 BENCH_DIR = Path(__file__).resolve().parents[1] / "bench"
+_HELP = ("--help", "-h")
 
 
 def available() -> list[str]:
@@ -25,9 +26,17 @@ def available() -> list[str]:
 
 def bench(
     ctx: typer.Context,
-    name: str = typer.Argument(..., help="Benchmark name: a file bench/NAME.py (e.g. search, env, rollout)."),
+    name: str = typer.Argument(None, help="Benchmark name: a file bench/NAME.py (e.g. search, env, rollout)."),
 ) -> None:
-    """Run a benchmark; extra arguments go to it (e.g. `bench search --docs 100000`)."""
+    """Run a benchmark; extra arguments go to it (e.g. `bench search --docs 100000`).
+
+    `bench NAME --help` prints that benchmark's own options; `bench --help` this help.
+    """
+    if name in _HELP:
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
+    if name is None:
+        raise ConfigError(f"Name a benchmark: {', '.join(available())} (`bench NAME --help` lists its options).")
     path = BENCH_DIR / f"{name}.py"
     if not path.is_file():
         raise ConfigError(f"No benchmark {name!r}; available: {', '.join(available())}.")
@@ -41,5 +50,7 @@ def bench(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    # No help option of its own: `--help` after NAME belongs to the benchmark (its argparse prints its options).
+    app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                                           "help_option_names": []},
                 epilog="Example: deepresearcher bench search --json")(bench)

@@ -186,13 +186,14 @@ def research(
     }
     settings = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)]
     console = Console()
+    notices = Console(stderr=True)  # stdout carries only the trace, or only the JSON with --json
     trained = trained_agent() if config is None and policy is None else None
     if trained is not None:
         config, settings = trained.config, [*trained.overrides, *settings]
-        console.print(f"[dim]policy: the agent trained by the quickstart ({trained.model}); world: its held-out "
+        notices.print(f"[dim]policy: the agent trained by the quickstart ({trained.model}); world: its held-out "
                       f"world ({trained.world}). Pass --policy or --config for another.[/]", highlight=False)
     elif config is None and policy is None:
-        console.print("[dim]policy: the embedded SmolLM2-135M-Instruct, which does not know this protocol well. "
+        notices.print("[dim]policy: the embedded SmolLM2-135M-Instruct, which does not know this protocol well. "
                       "Run `deepresearcher quickstart` to train an agent; research then uses it.[/]", highlight=False)
     cfg = resolve_config(config, settings)
     display = None if as_json else TraceDisplay(console)

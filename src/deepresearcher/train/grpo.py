@@ -247,15 +247,20 @@ def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id:
 
 
 def summarize(trajectories: list[Trajectory], scores: list[dict[str, float]], group_size: int) -> dict[str, float]:
-    """Per-step rollout metrics (documented in docs/train.md)."""
+    """Per-step rollout metrics (documented in docs/train.md): the mean of every answer metric the scores
+    carry (``reward.ANSWER_METRICS``: f1, em, ..., whichever ``reward.metric`` rewards), beside the rest."""
     import torch
+
+    from deepresearcher.reward import ANSWER_METRICS
 
     n = max(len(trajectories), 1)
     rewards = torch.tensor([s["reward"] for s in scores], dtype=torch.float64)
+    answers = {name: sum(s[name] for s in scores) / n for name in ANSWER_METRICS if scores and name in scores[0]}
     return {
         "rollouts": float(len(trajectories)),
         "reward": float(rewards.mean()) if len(scores) else 0.0,
         "f1": sum(s.get("f1", 0.0) for s in scores) / n,
+        **answers,
         "success": sum(s.get("f1", 0.0) >= 0.999 for s in scores) / n,
         "format_error_rate": sum(s.get("format_error", 0.0) for s in scores) / n,
         "tool_calls": sum(sum(1 for turn in t.turns if turn.tool_call) for t in trajectories) / n,

@@ -34,14 +34,13 @@ def task_dict(task: Any) -> dict[str, Any]:
 
 
 def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Config) -> dict[str, float]:
-    """Reward and metrics of one episode from ``reward.score_rollout`` (the scorer eval uses too)."""
+    """Reward and metrics of one episode from ``reward.score_rollout`` (the scorer eval uses too): every
+    answer metric (``reward.ANSWER_METRICS``), so the one ``reward.metric`` names is logged whichever it is."""
     scored = score_rollout(trajectory, list(task.get("golds", [])), answerable=task.get("answerable"),
                            config=config.reward)
     return {
         "reward": scored.reward,
-        "f1": scored.metrics["f1"],
-        "em": scored.metrics["em"],
-        "cover_em": scored.metrics["cover_em"],
+        **scored.metrics,
         "format_error": 0.0 if scored.format_ok else 1.0,
         "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
     }

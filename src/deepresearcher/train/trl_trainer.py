@@ -31,6 +31,9 @@ from trl import GRPOTrainer
 from trl.trainer.utils import split_tensor_dict
 
 from deepresearcher.train.output_layer import next_token_logits, projects_plainly
+from deepresearcher.train.trl_compat import check_grpo_trainer
+
+check_grpo_trainer(GRPOTrainer)  # a TRL that renamed what we override fails here, naming the versions we support
 
 _VISION_INPUTS = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
                   "image_position_ids", "token_type_ids", "mm_token_type_ids")

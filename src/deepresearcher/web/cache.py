@@ -681,7 +681,7 @@ async def cached(
 
     Example::
 
-        page = await cached(cache, "fetch", "http", url, {}, lambda: fetcher.fetch(url),
+        page = await cached(cache, "fetch", "http", url, {"extractor": fetcher.extractor}, lambda: fetcher.fetch(url),
                             encode=Page.model_dump, decode=Page.model_validate)
     """
     if cache is None:

@@ -63,7 +63,11 @@ class LocalPageSource:
 
 
 class LivePageSource:
-    """Pages fetched from the live web, through the record/replay cache."""
+    """Pages fetched from the live web, through the record/replay cache.
+
+    A cached page holds the text its fetcher's extractor made, so the extractor is part of the key: a
+    recording made with one extractor never replays its text under the other (replay misses instead).
+    """
 
     def __init__(self, fetcher: Any, cache: Any = None) -> None:
         self.fetcher, self.cache = fetcher, cache
@@ -71,8 +75,8 @@ class LivePageSource:
     async def get(self, url: str) -> Page:
         from deepresearcher.web.cache import cached
 
-        return await cached(self.cache, "fetch", "http", url, {}, lambda: self.fetcher.fetch(url),
-                            encode=Page.model_dump, decode=Page.model_validate)
+        return await cached(self.cache, "fetch", "http", url, {"extractor": self.fetcher.extractor},
+                            lambda: self.fetcher.fetch(url), encode=Page.model_dump, decode=Page.model_validate)
 
     async def aclose(self) -> None:
         await self.fetcher.aclose()
@@ -138,6 +142,10 @@ class WebEnvironment:
 
             backend = make_backend(config.search, config.backends)
             pages = LivePageSource(PageFetcher(config.fetch, extractor=config.browse.extractor), cache)
+            if config.search.backend == "retriever":  # its hits are passages: browsing one returns it
+                from deepresearcher.web.backends.retriever import RetrieverPages
+
+                pages = RetrieverPages(config.backends.retriever, web=pages)
         return cls(backend, pages, make_reader(config), config, cache)
 
     def preload(self) -> int:
@@ -160,6 +168,9 @@ class WebEnvironment:
         except DeepResearcherError as exc:
             logger.info("search %r failed: %s", query, exc)
             return QueryResult(query=query, error=str(exc))
+        remember = getattr(self.pages, "remember", None)  # a retriever's pages are its hits' passages
+        if remember is not None:
+            remember(hits)
         return QueryResult(query=query, hits=hits)
 
     async def _cached_search(self, query: str, top_k: int) -> list[SearchHit]:

@@ -1,15 +1,16 @@
 """The retriever API of the field, answered by the handler service: Search-R1's ``/retrieve`` and ASearcher's ``/access``.
 
-Search-R1, verl's search tool and ASearcher train against a retrieval server that speaks::
+Search-R1 and ASearcher train against a retrieval server that speaks::
 
     POST /retrieve  {"queries": ["q1", "q2"], "topk": 3, "return_scores": true}
         -> {"result": [[{"document": {"id", "contents", ...}, "score": 12.3}, ...], ...]}
            (without return_scores: {"result": [[{"id", "contents", ...}, ...], ...]})
     POST /access    {"urls": ["u1", "u2"]}  -> {"result": [{"url", "title", "contents"} | null, ...]}
 
-``contents`` is ``"Title"\\ntext`` (their clients split the title off at the first newline); a document
+``contents`` is ``"Title"\\ntext`` (their clients split the title off at the first newline), byte for byte
+as the corpus line had it when the index was built from Search-R1's format; a document
 also carries ``url`` and ``title``, which ASearcher's client reads. As in their servers, ``topk`` missing
-or 0 means the default, extra request fields are ignored, and a query with no hits (or an empty query)
+or 0 means the default, a ``topk`` above the index size returns every match, extra request fields are ignored, and a query with no hits (or an empty query)
 gets an empty list. A query that fails upstream gets an empty list too: their clients have no per-query
 error, and failing the whole batch would crash their rollouts; the failure is logged.
 
@@ -36,7 +37,8 @@ class RetrieveRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     queries: list[str] = Field(description="Queries, answered in order; an empty one gets no documents.")
-    topk: int | None = Field(None, ge=0, le=1000, description="Documents per query; missing or 0: search.top_k.")
+    topk: int | None = Field(None, ge=0, description="Documents per query (more than the index holds: every match); "
+                             "missing or 0: search.top_k.")
     return_scores: bool = Field(False, description="Wrap each document as {document, score}.")
 
 

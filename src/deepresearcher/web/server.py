@@ -316,7 +316,7 @@ class _Handler:
 
     async def _retrieve(self, body: bytes) -> bytes:
         req: RetrieveRequest = self._parse(RetrieveRequest, body)
-        _check_batch_size("queries", len(req.queries), self.serve.max_queries, "max_queries")
+        _check_batch_size("queries", len(req.queries), self.serve.max_retrieve_queries, "max_retrieve_queries")
         source = self._retrieval_source()
         async with self.gate.slot():  # type: ignore[union-attr]
             payload = await retrieval_api.retrieve(source, req, self.default_top_k)

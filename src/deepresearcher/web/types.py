@@ -28,11 +28,16 @@ class Passage(BaseModel):
     url: str = ""
     text: str = ""
     score: float = 0.0
+    contents_head: str | None = Field(
+        None, description="What precedes the text in the corpus's own contents, where it is not `\"Title\"\\n`."
+    )
 
     @property
     def contents(self) -> str:
-        """``"Title"\\ntext``: Search-R1's clients split the title off at the first newline."""
-        return f'"{self.title}"\n{self.text}'
+        """``"Title"\\ntext`` (Search-R1's clients split the title off at the first newline), or the corpus
+        line's own contents, byte for byte, where it had another head (``contents_head``)."""
+        head = self.contents_head if self.contents_head is not None else f'"{self.title}"\n'
+        return head + self.text
 
 
 def split_contents(contents: str) -> tuple[str, str]:

@@ -95,7 +95,7 @@ def make_backend(
         where = search.index or index
         if where is None:
             raise ConfigError("The local search backend needs an index: set search.index to an index directory "
-                              "(build one with `deepresearcher search index`).")
+                              "(build one with `deepresearcher index build --corpus FILE --out DIR`).")
         backend = LocalSearchBackend(where, snippet_chars=search.snippet_chars)
     else:
         settings = getattr(backends, name) if name in LIVE_BACKENDS else backends.custom

@@ -39,7 +39,9 @@ MAX_SCORES_FILE = "deepresearcher-max-scores.json"  # each frequent body word's 
 # 2: title and body are folded to ASCII ("Café Zürich" matches "cafe zurich").
 # 3: title and body keep term frequencies without positions (bags of words, a fifth smaller and faster).
 # 4: bodies stored as zstd frames with a dictionary trained on the corpus (``body_codec``): the index
-#    is ~0.8x the corpus instead of 1.13x. Format 3 indexes are still read.
+#    is ~0.8x the corpus instead of 1.13x. Format 3 indexes are still read. Later format-4 builds also
+#    keep a Search-R1 line's contents head where it is not `"Title"\n` (``contents_head``); indexes
+#    without that field render contents as `"Title"\ntext`.
 # An index of another format is refused with a rebuild hint (the default world rebuilds its own).
 INDEX_FORMAT = 4
 READABLE_FORMATS = (3, 4)
@@ -120,6 +122,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("body", stored=False, tokenizer_name=_FOLDED, index_option="freq")
     builder.add_bytes_field("body_z", stored=True, indexed=False)
     builder.add_bytes_field("html", stored=True, indexed=False)
+    builder.add_bytes_field("contents_head", stored=True, indexed=False)  # see ``_from_search_r1``
     return builder.build()
 
 
@@ -196,9 +199,18 @@ def _from_search_r1(doc: dict) -> dict:
     """A Search-R1 / FlashRAG line (``{"id", "contents": "\\"Title\\"\\ntext"}``, as in wiki-18) as url/title/text.
 
     The id becomes the URL, so ``/retrieve`` answers with the corpus's own ids and browse finds the passage.
+    ``/retrieve`` must give ``contents`` back byte for byte, so the text is kept as it follows the first
+    newline, and the head before it (``contents_head``) is kept too unless it is the usual ``"Title"\\n``:
+    a title with quotes or spaces of its own, or a passage without a title line ("").
     """
-    title, text = split_contents(doc["contents"])
-    return {"url": str(doc.get("id", "")), "title": title, "text": text}
+    contents = doc["contents"]
+    title, _ = split_contents(contents)
+    head, newline, text = contents.partition("\n")
+    head, text = (head + newline, text) if newline else ("", contents)
+    line = {"url": str(doc.get("id", "")), "title": title, "text": text}
+    if head != f'"{title}"\n':
+        line["contents_head"] = head
+    return line
 
 
 def _problem(stats: BuildStats, line: int, reason: str) -> None:
@@ -240,6 +252,8 @@ def _document(doc: dict, body: str, codec: BodyCodec) -> tantivy.Document:
     fields = {"url": doc["url"], "title": title, "body": body, "body_z": codec.compress(body)}
     if html:
         fields["html"] = html[:MAX_STORED_HTML].encode("utf-8", errors="replace")
+    if isinstance(doc.get("contents_head"), str):
+        fields["contents_head"] = doc["contents_head"].encode()
     return tantivy.Document(**fields)
 
 
@@ -403,6 +417,7 @@ class StoredDocument:
     title: str
     body: str
     html: bytes | None
+    contents_head: str | None = None  # a Search-R1 line's own head, where it is not `"Title"\n`
 
 
 class LocalIndex:
@@ -481,6 +496,7 @@ class LocalIndex:
         the whole query (``driven=False``, or ``top_whole``), and by the whole query otherwise.
         """
         words, freq = self._query_words(query)
+        top_k = min(top_k, self._searcher.num_docs)  # a top_k above the index size asks for every match
         if not words or top_k <= 0:
             return None, []
         parsed = self._parse(words)
@@ -622,8 +638,10 @@ class LocalIndex:
             frame = doc.get_first("body_z")
             body = self._codec.decompress(bytes(frame)) if frame else ""
         html = doc.get_first("html")
+        head = doc.get_first("contents_head")
         return StoredDocument(url=doc.get_first("url"), title=doc.get_first("title") or "", body=body,
-                              html=bytes(html) if html else None)
+                              html=bytes(html) if html else None,
+                              contents_head=bytes(head).decode() if head is not None else None)
 
     def hits(self, parsed: tantivy.Query | None, docs: list[tuple[float, StoredDocument]]) -> list[SearchHit]:
         """Search hits with a query-aware snippet of each document's body."""
@@ -646,7 +664,8 @@ class LocalIndex:
         """The same ranking as :meth:`search`, each document whole with its BM25 score (the retriever API)."""
         passages = []
         for score, doc in self.fetch(self.top(query, top_k)[1]):
-            passages.append(Passage(id=doc.url, url=doc.url, title=doc.title, text=doc.body, score=score))
+            passages.append(Passage(id=doc.url, url=doc.url, title=doc.title, text=doc.body, score=score,
+                                    contents_head=doc.contents_head))
         return passages
 
     def get_page(self, url: str) -> Page | None:
