@@ -51,6 +51,22 @@ def episode_settings(config: Config, generator: Generator, decoding: Decoding) -
     return fit_window(agent, generator)
 
 
+def episode_plan(config: Config) -> dict[str, Any]:
+    """What one episode runs (protocol, reward, reader, search, limits): the lines of a dry run that say which
+    experiment this is, shared by both engines' plans."""
+    return {
+        "protocol": config.agent.protocol,
+        "reward_metric": config.reward.metric,
+        "reader": config.browse.reader,
+        "search_backend": "env.server_urls (the handler services' own)" if config.env.server_urls
+                          else config.search.backend,
+        "max_turns": config.agent.max_turns,
+        "max_tokens_per_turn": config.agent.max_tokens_per_turn,
+        "context_budget": config.agent.context_budget,
+        "temperature": config.agent.temperature,
+    }
+
+
 class AgentSession:
     """A policy, its template and settings, and one toolbox per environment, ready to run episodes."""
 

@@ -17,14 +17,32 @@ Two kinds exist:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from deepresearcher.agent.parsing import ParsedTurn
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.generate.base import GenerationResult
 
-if TYPE_CHECKING:
-    from deepresearcher.agent.template import ChatTemplate
+
+
+class ChatTemplate(Protocol):
+    """What a transcript reads of ``agent.template.ChatTemplate``, typed by shape: the template module imports
+    the protocols, which build transcripts, so naming the class here would close an import cycle."""
+
+    tokenizer: Any
+    protocol: Any
+    system: str
+    supports_tools: bool
+
+    def render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str: ...
+
+    def tool_message(self, content: str) -> dict[str, Any]: ...
+
+    def prompt_ids(self, question: str) -> list[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def observation_text(self, observation: str, sampled_ids: list[int]) -> str: ...
 
 
 class Transcript(Protocol):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deepresearcher.agent.session import episode_plan
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, TrainConfig, dump_config
 from deepresearcher.errors import ConfigError
@@ -404,6 +405,8 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "prompts_per_process": shape.prompts_per_process,
         "rollouts_per_process": shape.rollouts_per_process,
         "micro_batches_per_process": shape.micro_batches_per_process,
+        "episode": episode_plan(config),
+        "update": {"rollouts_per_update": shape.rollouts, "updates_per_step": 1},  # one on-policy update a step
         "data": [f"{s.label}={s.ratio:g} ({s.serves})" for s in cfg.data],
         "eval_data": [f"{s.label}={s.ratio:g} ({s.serves})" for s in held_out],
         "max_steps": cfg.max_steps,

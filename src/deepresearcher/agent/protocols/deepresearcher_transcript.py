@@ -23,15 +23,14 @@ the trainer recomputes old log-probabilities from the policy (docs/agent.md, "Wh
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deepresearcher.agent.parsing import ParsedTurn
-from deepresearcher.agent.protocols import deepresearcher as original
+import deepresearcher.agent.protocols.deepresearcher as original
 from deepresearcher.agent.trajectory import Segment, Trajectory
+from deepresearcher.agent.transcript import ChatTemplate
 from deepresearcher.generate.base import GenerationResult
 
-if TYPE_CHECKING:
-    from deepresearcher.agent.template import ChatTemplate
 
 THINK_OPEN = "<think>"
 _TURN_OPEN = "<|im_start|>"

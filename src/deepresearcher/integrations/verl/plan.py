@@ -40,6 +40,7 @@ from typing import Any
 
 from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
+from deepresearcher.agent.session import episode_plan
 
 AGENT_LOOP_CLASS = "deepresearcher.integrations.verl.agent_loop.DeepResearcherAgentLoop"
 AGENT_NAME = "deepresearcher"  # the name agent_loop.yaml registers DeepResearcherAgentLoop under
@@ -283,17 +284,7 @@ def describe(config: Config, model: str) -> dict[str, Any]:
         "model": model,
         "run_dir": str(RunFiles.of(config).root),
         "ray": verl.ray_address or "local: started for this run and stopped after",
-        "episode": {
-            "protocol": config.agent.protocol,
-            "reward_metric": config.reward.metric,
-            "reader": config.browse.reader,
-            "search_backend": "env.server_urls (the handler services' own)" if config.env.server_urls
-                              else config.search.backend,
-            "max_turns": config.agent.max_turns,
-            "max_tokens_per_turn": config.agent.max_tokens_per_turn,
-            "context_budget": config.agent.context_budget,
-            "temperature": config.agent.temperature,
-        },
+        "episode": episode_plan(config),
         "update": {
             "prompts_per_step": cfg.prompts_per_step,
             "rollouts_per_step": s["rollouts"],
