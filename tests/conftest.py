@@ -138,6 +138,25 @@ def reference_functions(reference_path):
 
 
 @pytest.fixture(scope="session")
+def reference_method(reference_path):
+    """``reference_method("verl/workers/actor/dp_actor.py", "DataParallelPPOActor", "process_response_mask")``: one
+    method of one of the original's classes, compiled alone (its module's imports are not run; ``**names`` are
+    the globals it may use); skips when the files are absent."""
+    import ast
+
+    def load(relative: str, cls: str, name: str, **names: object):  # noqa: ANN202
+        path = reference_path(relative)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+        method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        namespace: dict[str, object] = dict(names)
+        exec(compile(ast.Module(body=[method], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
+        return namespace[name]
+
+    return load
+
+
+@pytest.fixture(scope="session")
 def chromium():
     """``chromium(profile_dir, *args)``: headless Debian Chromium (``--dump-dom URL``, ``--screenshot``); skips without it."""
     import shutil

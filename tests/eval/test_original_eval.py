@@ -113,7 +113,7 @@ async def test_eval_columns_and_judge_requests_equal_the_originals(original, jud
 
     task = record_to_task(row)
     turns = [TurnRecord(text=t) for t in response.split(OBSERVATION + "<think>")]
-    trajectory = Trajectory(turns=turns, response_text=response)
+    trajectory = Trajectory(turns=turns, response_text="<think>" + response)
     judge = Judge(make_chat_client(LLMClientConfig(kind="openai", base_url=judge_server.base_url, model="judge-emu")))
     try:
         record = await score_trajectory(trajectory, task, judge, load_config())
@@ -144,7 +144,7 @@ async def test_mbe_is_filled_whatever_the_judge_prompt(judge_server) -> None:
     still the paper's, from the same model; both calls are counted."""
     row = {"prompt": [{"role": "user", "content": "Capital of France?"}], "reward_model": {"ground_truth": "Paris"}}
     response = "a</think>\n<answer>Lyon</answer><answer>Paris</answer>"  # our format check: no answer
-    trajectory = Trajectory(turns=[TurnRecord(text=response)], response_text=response)
+    trajectory = Trajectory(turns=[TurnRecord(text=response)], response_text="<think>" + response)
     client = make_chat_client(LLMClientConfig(kind="openai", base_url=judge_server.base_url, model="judge-emu"))
     judge = Judge(client, prompt="rearter")
     try:

@@ -105,7 +105,7 @@ def test_launch_run_takes_grpo_steps_through_verls_v1_trainer(small_world: Path,
 def test_the_paper_recipe_takes_two_steps_on_dev_parquet_against_the_offline_corpus(
         shared_data_dir: Path, model_dir: Path, tmp_path: Path) -> None:
     """configs/paper-qwen2.5-7b-verl.yaml with only the model, batch, lengths and GPU layout made small
-    (SMALL): the original's dev.parquet questions against the offline eval corpus (real Wikipedia
+    (SMALL), and the extractive reader for the reader model: the original's dev.parquet questions against the offline eval corpus (real Wikipedia
     paragraphs), validated every step as the recipe says, on two of the original's test questions."""
     from deepresearcher.eval.corpus import build_eval_corpus
 
@@ -113,10 +113,11 @@ def test_the_paper_recipe_takes_two_steps_on_dev_parquet_against_the_offline_cor
     ran = run_verl(RECIPE, [
         "train.data=[{kind: benchmark, name: deepresearcher, split: dev}]",
         "train.eval_data=[{kind: benchmark, name: deepresearcher, split: test, limit: 2}]", "train.eval_tasks=2",
-        "search.backend=local", f"search.index={index}", f"cache_dir={tmp_path / 'cache'}",
+        "search.backend=local", f"search.index={index}", "browse.reader=extractive", f"cache_dir={tmp_path / 'cache'}",
         f"train.runs_dir={tmp_path / 'runs'}", *SMALL], model_dir, tmp_path)
     config = ran["config"]
     assert config.train.eval_every == 1 and config.train.verl.optimizer_offload  # the recipe's, untouched
+    assert (config.agent.protocol, config.reward.metric) == ("deepresearcher", "deepresearcher")
     assert len(ran["updates"]) == STEPS
     for update in ran["updates"]:
         assert len(update["samples"]) == PROMPTS * GROUP

@@ -126,7 +126,7 @@ def _turns(response: str) -> list[SimpleNamespace]:
 def _score(response: str, record, metric: str = "deepresearcher"):
     question, golds = question_and_golds(record)
     task = QATask(id="t", source="nq", question=question, golds=golds)
-    rollout = SimpleNamespace(turns=_turns(response), response_text=response)
+    rollout = SimpleNamespace(turns=_turns(response), response_text="<think>" + response)
     return score_rollout(rollout, task.golds, answerable=True, config=RewardConfig(metric=metric))
 
 

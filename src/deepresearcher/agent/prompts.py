@@ -12,6 +12,9 @@ import datetime as dt
 import json
 from typing import Any
 
+THINK_OPEN = "<think>"
+"""What the chat template writes after each assistant opening: every turn starts inside its thinking."""
+
 SYSTEM_PROMPT = """## Background information
 * Today is {today}
 * You are a deep research assistant.

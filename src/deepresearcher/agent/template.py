@@ -23,11 +23,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from deepresearcher.agent.prompts import tools_section
+from deepresearcher.agent.prompts import THINK_OPEN, tools_section
 from deepresearcher.agent.protocols import NATIVE, AgentProtocol
 from deepresearcher.errors import ChatTemplateError
 
-THINK_OPEN = "<think>"
 _PLACEHOLDER = "@@DR_ASSISTANT_CONTENT@@"
 
 

@@ -70,8 +70,9 @@ class Trajectory(BaseModel):
     format_errors: int = 0
     response_text: str = Field(
         "",
-        description="Everything after the prompt decoded with special tokens kept (turns, the template's turn "
-        "markers, observations): the text the original DeepResearcher's reward manager scored "
+        description="Everything after the first assistant opening, decoded with special tokens kept (the prefilled "
+        "`<think>`, turns, the template's turn markers, observations): the text the original DeepResearcher's "
+        "reward manager scored "
         "(`reward.metric: deepresearcher`). Filled by the rollout engine when the episode ends.",
     )
     metadata: dict[str, Any] = Field(default_factory=dict)

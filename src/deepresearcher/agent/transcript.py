@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from deepresearcher.agent.parsing import ParsedTurn
+from deepresearcher.agent.prompts import THINK_OPEN
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.generate.base import GenerationResult
 
@@ -99,5 +100,6 @@ class TokenTranscript:
         self._staged = []
 
     def finish(self) -> None:
-        self.trajectory.response_text = self.template.tokenizer.decode(
+        # The prompt ends with the prefilled <think>, which the original counted as the response's first text.
+        self.trajectory.response_text = THINK_OPEN + self.template.tokenizer.decode(
             self.trajectory.completion_ids, skip_special_tokens=False)

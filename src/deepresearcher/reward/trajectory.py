@@ -70,15 +70,13 @@ class RolloutScore:
 def original_response(rollout: _Rollout, prefill: str = THINK_PREFILL) -> str:
     """The response text the original's reward manager decoded: everything after its prompt.
 
-    The original's prompt ended at the assistant's opening and its response began with the prefilled
-    ``<think>``; ours holds the prefill in the prompt, so the response is the prefill followed by
-    ``response_text`` (the completion decoded with its special tokens: turns, turn markers, observations).
-    A trajectory without ``response_text`` (built by hand, or saved before the field existed) stands in
+    That is ``response_text`` (everything after the first assistant opening, the prefilled ``<think>`` included,
+    decoded with its special tokens: turns, turn markers, observations). A trajectory without ``response_text`` (built by hand, or saved before the field existed) stands in
     with its turns alone, each opened as an assistant turn; its observations are then missing.
     """
     text = getattr(rollout, "response_text", "")
     if text:
-        return prefill + text
+        return text
     return "".join(f"{ASSISTANT_TURN}\n{prefill}{turn.text}" for turn in rollout.turns)
 
 

@@ -162,6 +162,13 @@ class WeightVersionSync:
         """Colocated servers free their memory for training; nothing to free here."""
 
 
+def _get(batch: Any, fields: list[str]) -> tuple[TensorDict, list[str]]:
+    """``fields`` of a TransferQueue batch and the names among them it holds: episodes whose trained tokens were
+    re-rendered, not sampled (``agent.protocol: deepresearcher``), carry no ``rollout_log_probs``."""
+    data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+    return data, [f for f in fields if f in data.keys()]
+
+
 def _rows(data: TensorDict, key: str) -> list[Any]:
     """One field of a TransferQueue batch as a list of per-sample Python values."""
     value = data[key]
@@ -183,12 +190,13 @@ class PolicyWorkersStandIn:
 
     def compute_log_prob(self, batch: Any) -> Any:
         """Per sample, log-probs over prompt + response positions (verl's layout: position t scores token t+1),
-        the response's being the sampling log-probs; entropy zero."""
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
-                               select_fields=["input_ids", "responses", "rollout_log_probs"])
+        the response's being the sampling log-probs (zeros where the episodes carry none: the stand-in has no
+        model to recompute them); entropy zero."""
+        data, read = _get(batch, ["input_ids", "responses", "rollout_log_probs"])
+        responses = _rows(data, "responses")
+        sampled_rows = _rows(data, "rollout_log_probs") if "rollout_log_probs" in read else [[0.0] * len(r) for r in responses]
         log_probs, entropy = [], []
-        for ids, response, sampled in zip(_rows(data, "input_ids"), _rows(data, "responses"),
-                                          _rows(data, "rollout_log_probs"), strict=True):
+        for ids, response, sampled in zip(_rows(data, "input_ids"), responses, sampled_rows, strict=True):
             values = torch.zeros(len(ids), dtype=torch.float32)
             values[len(ids) - len(response) - 1: len(ids) - 1] = torch.tensor(sampled, dtype=torch.float32)
             log_probs.append(values)
@@ -205,7 +213,7 @@ class PolicyWorkersStandIn:
         """Record the update's batch; the loss at ratio 1 is the mean of -advantage over trained tokens."""
         fields = ["prompts", "responses", "response_mask", "rm_scores", "advantages", "old_log_probs",
                   "ref_log_prob", "rollout_log_probs", "uid"]
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        data, fields = _get(batch, fields)
         samples = [dict(zip(fields, values, strict=True)) for values in zip(*(_rows(data, f) for f in fields), strict=True)]
         trained = [(a, m) for s in samples for a, m in zip(s["advantages"], s["response_mask"], strict=True) if m]
         pg_loss = -sum(a for a, _ in trained) / max(1, len(trained))

@@ -54,6 +54,9 @@ class AgentProtocol:
     call_at_max_turns: bool = False
     """Whether the call of the turn that reaches ``agent.max_turns`` still runs (its observation then ends the
     episode's text), as the original did; the native protocol ends the episode on that turn."""
+    trains_sampled_tokens: bool = True
+    """Whether the trained tokens are the sampled ones, with their sampling log-probs. False when turns are
+    re-rendered and re-tokenized: trainers then recompute every old log-prob and skip rollout-vs-trainer checks."""
 
 
 def _native() -> AgentProtocol:
@@ -89,6 +92,7 @@ def _deepresearcher(rag: bool = False) -> AgentProtocol:
         new_context=lambda question: SearchContext(question=question),
         transcript=RenderedTranscript,
         call_at_max_turns=True,
+        trains_sampled_tokens=False,
     )
 
 

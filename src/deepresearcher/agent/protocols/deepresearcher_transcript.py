@@ -26,13 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from deepresearcher.agent.parsing import ParsedTurn
+from deepresearcher.agent.prompts import THINK_OPEN
 import deepresearcher.agent.protocols.deepresearcher as original
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.agent.transcript import ChatTemplate
 from deepresearcher.generate.base import GenerationResult
 
 
-THINK_OPEN = "<think>"
 _TURN_OPEN = "<|im_start|>"
 
 
@@ -130,7 +130,9 @@ class RenderedTranscript:
         mask = original.trained_mask(response_ids, self._tokenize(original.ASSISTANT_OPEN),
                                      self._tokenize(original.ASSISTANT_CLOSE), tokenizer.pad_token_id)
         self.trajectory.segments = [Segment(source="prompt", token_ids=prompt_ids), *_runs(response_ids, mask)]
-        self.trajectory.response_text = response
+        # The original's reward manager decoded the trained ids, not the text they came from: the two differ
+        # where sampled bytes did not form UTF-8 (a replacement character re-tokenizes to other ids).
+        self.trajectory.response_text = tokenizer.decode(response_ids)
 
 
 def _runs(ids: list[int], mask: list[int]) -> list[Segment]:
