@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("verl", reason="the verl extra is not installed")
 pytest.importorskip("transfer_queue", reason="verl's TransferQueue is not installed")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "configs" / "paper-qwen2.5-7b-verl.yaml"
@@ -70,6 +70,7 @@ def groups_of(update: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return list(groups.values())
 
 
+@pytest.mark.slow  # the paper recipe's test below runs the same path in CI
 def test_launch_run_takes_grpo_steps_through_verls_v1_trainer(small_world: Path, model_dir: Path, tmp_path: Path) -> None:
     """verl's update batch holds our loss mask (observations untrained), our reward at the last token, GRPO's
     advantages of +-1/sqrt(2) on trained tokens only; each step is one update of all its rollouts; and the

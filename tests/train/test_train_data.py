@@ -59,8 +59,11 @@ def qa(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _tiny_run(tmp: Path, name: str) -> list[str]:
-    """Overrides that make the paper's recipe a 2-step CPU run of the tiny model (no vLLM, no bf16)."""
+    """Overrides that make the paper's recipe a 2-step CPU run of the tiny model (no vLLM, no bf16). The tiny
+    from-scratch model reads the native protocol's compact observations, not the original's (its faithful
+    run is tests/train/test_paper_recipe.py), and no held-out set unless a test names one."""
     return [
+        "--set", "agent.protocol=native", "--set", "browse.reader=extractive", "--set", "train.eval_data=null",
         "--set", "train.use_vllm=false", "--set", "train.bf16=false", "--set", "train.gradient_checkpointing=false",
         "--set", "train.max_steps=2", "--set", "train.group_size=2", "--set", "train.prompts_per_step=2",
         "--set", "train.micro_batch_size=2", "--set", "train.save_every=10", "--set", "train.sample_trajectories=4",
@@ -339,7 +342,8 @@ def test_sft_on_saved_trajectories_then_grpo_against_a_loopback_serper(
         config = load_config(RECIPE, [f"backends.serper.base_url={web.search.base_url}",
                                       f"backends.serper.api_key_env={data['backends']['serper']['api_key_env']}",
                                       "fetch.allow_private=true", f"train.model={tiny_model_dir}",
-                                      "train.compact_prompt=true", "browse.observation_format=compact",
+                                      "train.compact_prompt=true", "agent.protocol=native", "browse.reader=extractive",
+                                      "browse.observation_format=compact",
                                       "search.top_k=1", "cache.mode='off'"])
         demos = tmp_path / "demos.jsonl"
         _record_demonstrations(config, demos)
