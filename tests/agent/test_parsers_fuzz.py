@@ -4,12 +4,9 @@ rollout writes a call nested 1,500 deep while the others finish."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import dataclasses
-import functools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,29 +64,20 @@ def test_parsers_never_raise(name: str, text: str) -> None:
     _one_outcome(protocol.parse_turn(text, protocol.tools))
 
 
-REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "deepresearcher"
-
-
-@functools.cache
-def _original_parse() -> Any:
+@pytest.fixture(scope="module")
+def original_parse(reference_method) -> Any:
     """The original's ``LLMGenerationManager.parse_response`` on one decoded turn: ``(stop, think, call)``."""
-    source = REFERENCE / "scrl/llm_agent/generation.py"
-    if not source.is_file():
-        pytest.skip("../shared/reference/deepresearcher is not here")
-    tree = ast.parse(source.read_text(encoding="utf-8"))
-    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "LLMGenerationManager")
-    method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "parse_response")
-    namespace: dict[str, Any] = {"json": json, "print": lambda *a, **k: None}
-    exec(compile(ast.Module(body=[method], type_ignores=[]), str(source), "exec"), namespace)  # noqa: S102
+    parse = reference_method("scrl/llm_agent/generation.py", "LLMGenerationManager", "parse_response",
+                             json=json, print=lambda *a, **k: None)
     manager = type("Manager", (), {"tokenizer": type("T", (), {"batch_decode": lambda _, rows: rows})()})()
-    return lambda text: namespace["parse_response"](manager, [text], think=True)[0]
+    return lambda text: parse(manager, [text], think=True)[0]
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=any_text)
-def test_deepresearcher_parser_decides_as_the_original(text: str) -> None:
+def test_deepresearcher_parser_decides_as_the_original(original_parse, text: str) -> None:
     """Same text, same verdict: the original stops where we answer or fail, and runs the call we run."""
-    stop, _, call = _original_parse()(text)
+    stop, _, call = original_parse(text)
     ours = get_protocol("deepresearcher").parse_turn(text, [])
     assert stop == (ours.tool_name is None)
     if not stop:
@@ -127,18 +115,10 @@ def test_one_degenerate_rollout_ends_alone(qwen_tokenizer, name: str, parser: st
     assert kind.startswith("unparsable" if parser == "raising" else "bad_json")
 
 
-@functools.cache
-def _original_mask() -> Any:
+@pytest.fixture(scope="module")
+def original_mask(reference_method) -> Any:
     """The original trainer's ``process_response_mask`` (``dp_actor.py``), compiled alone."""
-    source = REFERENCE / "verl/workers/actor/dp_actor.py"
-    if not source.is_file():
-        pytest.skip("../shared/reference/deepresearcher is not here")
-    tree = ast.parse(source.read_text(encoding="utf-8"))
-    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DataParallelPPOActor")
-    method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == "process_response_mask")
-    namespace: dict[str, Any] = {}
-    exec(compile(ast.Module(body=[method], type_ignores=[]), str(source), "exec"), namespace)  # noqa: S102
-    return namespace["process_response_mask"]
+    return reference_method("verl/workers/actor/dp_actor.py", "DataParallelPPOActor", "process_response_mask")
 
 
 OPEN, CLOSE, PAD = [7, 8, 9], [5], 0
@@ -148,7 +128,7 @@ OPEN, CLOSE, PAD = [7, 8, 9], [5], 0
 @given(ids=st.lists(st.one_of(st.sampled_from([OPEN, CLOSE, [PAD], [1], [2, 3]]), st.lists(st.integers(0, 9),
                                                                                            max_size=4)),
                     max_size=30).map(lambda parts: [t for p in parts for t in p]))
-def test_trained_mask_is_the_original_trainers(ids: list[int]) -> None:
+def test_trained_mask_is_the_original_trainers(original_mask, ids: list[int]) -> None:
     """Our restatement of the original's loss mask agrees with its own function on any response: spans from each
     opening to its close inclusive, an unclosed span to the end less trailing padding, the token after a close
     skipped."""
@@ -159,5 +139,5 @@ def test_trained_mask_is_the_original_trainers(ids: list[int]) -> None:
     tokenizer = type("T", (), {"pad_token_id": PAD,
                                "encode": lambda _, text, add_special_tokens=False: OPEN if "start" in text else CLOSE})()
     responses = torch.tensor([ids or [1]])
-    expected = _original_mask()(None, responses, torch.ones_like(responses), tokenizer)[0].tolist()
+    expected = original_mask(None, responses, torch.ones_like(responses), tokenizer)[0].tolist()
     assert trained_mask(ids or [1], OPEN, CLOSE, PAD) == expected

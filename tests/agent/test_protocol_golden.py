@@ -45,14 +45,11 @@ def _reference_constants(today: dt.date, rag: bool = False) -> tuple[list[dict[s
     return tools, prompt
 
 
-def _reference_method(relative: str, cls: str, name: str) -> Any:
-    """A method of one of the original's classes, compiled alone (its module's imports are not run)."""
-    tree = ast.parse((REFERENCE / relative).read_text(encoding="utf-8"))
-    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
-    method = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    namespace: dict[str, Any] = {"json": json}
-    exec(compile(ast.Module(body=[method], type_ignores=[]), relative, "exec"), namespace)  # noqa: S102
-    return namespace[name]
+@pytest.fixture(scope="module")
+def original_code(reference_method) -> tuple[Any, Any]:
+    """The original's ``parse_response`` and ``process_response_mask``, each compiled alone from its file."""
+    return (reference_method("scrl/llm_agent/generation.py", "LLMGenerationManager", "parse_response", json=json),
+            reference_method("verl/workers/actor/dp_actor.py", "DataParallelPPOActor", "process_response_mask"))
 
 
 def _recorded(name: str) -> dict[str, Any]:
@@ -124,13 +121,13 @@ class OriginalEpisode:
     tokenization restated from ``generation.py``. Tool results pass through the handler service's ``jsonify``
     (keys sorted) as they did."""
 
-    def __init__(self, tokenizer: Any, tools: list[dict[str, Any]], system: str, question: str) -> None:
+    def __init__(self, code: tuple[Any, Any], tokenizer: Any, tools: list[dict[str, Any]], system: str,
+                 question: str) -> None:
         self.tokenizer, self.tools = tokenizer, tools
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         self.contexts: list[list[int]] = []
         self.message_string: str | None = None
-        self._parse = _reference_method("scrl/llm_agent/generation.py", "LLMGenerationManager", "parse_response")
-        self._mask = _reference_method("verl/workers/actor/dp_actor.py", "DataParallelPPOActor", "process_response_mask")
+        self._parse, self._mask = code
 
     def _render(self, messages: list[dict[str, Any]]) -> str:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=self.tools, tokenize=False)
@@ -219,9 +216,9 @@ def _ours(tokenizer: Any, replies: list[str], protocol_name: str = "deepresearch
     return trajectory, generator
 
 
-def _theirs(tokenizer: Any, generator: Recording, rag: bool = False) -> OriginalEpisode:
+def _theirs(code: tuple[Any, Any], tokenizer: Any, generator: Recording, rag: bool = False) -> OriginalEpisode:
     tools, prompt = _reference_constants(TODAY, rag=rag)
-    episode = OriginalEpisode(tokenizer, tools, prompt, SEARCH["question"])
+    episode = OriginalEpisode(code, tokenizer, tools, prompt, SEARCH["question"])
     for sampled, content in zip(generator.sampled, [SEARCH["content"], READ["content"], None], strict=False):
         if not episode.turn(episode.context(), sampled, content):
             break
@@ -239,7 +236,7 @@ def _assert_same(trajectory: Any, generator: Recording, episode: OriginalEpisode
 
 @pytest.mark.parametrize("shape", ["canonical", "compact", "arguments-first", "blank-line", "url_list-first",
                                    "whitespace"])
-def test_each_turn_reads_the_originals_context_and_trains_its_tokens(qwen_tokenizer, shape: str) -> None:
+def test_each_turn_reads_the_originals_context_and_trains_its_tokens(original_code, qwen_tokenizer, shape: str) -> None:
     """The recorded search and read, written in each shape, then an answer: every turn's context, the trained ids,
     the trainer's mask and the scored text are the original's own (its parser, its mask function, its rendering
     of the conversation), whatever shape the policy wrote the calls in."""
@@ -247,7 +244,7 @@ def test_each_turn_reads_the_originals_context_and_trains_its_tokens(qwen_tokeni
     trajectory, generator = _ours(qwen_tokenizer, replies)
     assert trajectory.termination == "answer" and trajectory.answer == "suicide"
     assert [t.tool_call.text for t in trajectory.turns[:2]] == [str(SEARCH["content"]), str(READ["content"])]
-    episode = _theirs(qwen_tokenizer, generator)
+    episode = _theirs(original_code, qwen_tokenizer, generator)
     _assert_same(trajectory, generator, episode)
     rendered = qwen_tokenizer.decode(generator.contexts[2])
     sampled = qwen_tokenizer.decode(generator.sampled[1])  # the read call, with both arguments
@@ -265,7 +262,7 @@ def test_the_mask_trains_the_prefilled_think_and_each_closing_im_end(qwen_tokeni
 
 
 @pytest.mark.parametrize("ending", ["max_turns", "format_error"])
-def test_episodes_that_end_without_an_answer_match_the_original(qwen_tokenizer, ending: str) -> None:
+def test_episodes_that_end_without_an_answer_match_the_original(original_code, qwen_tokenizer, ending: str) -> None:
     """``max_turns``: the original still ran the last call and its text ends with that observation and an opened
     assistant turn; a malformed turn ends the episode with the turn as sampled."""
     if ending == "max_turns":
@@ -274,19 +271,19 @@ def test_episodes_that_end_without_an_answer_match_the_original(qwen_tokenizer, 
         replies, max_turns = [_shaped(SEARCH, "compact"), " thinking <tool_call>{\"name\": \"web_search\"}"], 10
     trajectory, generator = _ours(qwen_tokenizer, replies, max_turns=max_turns)
     assert trajectory.termination == ending
-    episode = _theirs(qwen_tokenizer, generator)
+    episode = _theirs(original_code, qwen_tokenizer, generator)
     _assert_same(trajectory, generator, episode)
     if ending == "max_turns":
         assert trajectory.turns[-1].tool_call.text == str(READ["content"])
         assert trajectory.response_text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
 
 
-def test_rag_episode_matches_the_originals_rag_context(qwen_tokenizer) -> None:
+def test_rag_episode_matches_the_originals_rag_context(original_code, qwen_tokenizer) -> None:
     """The rag variant's contexts are the original's with ``TOOLS_FOR_WIKI`` and its one-tool prompt."""
     trajectory, generator = _ours(qwen_tokenizer, [_shaped(SEARCH, "compact"), " ok </think>\n<answer>x</answer>"],
                                   protocol_name="deepresearcher-rag")
     assert trajectory.termination == "answer"
-    _assert_same(trajectory, generator, _theirs(qwen_tokenizer, generator, rag=True))
+    _assert_same(trajectory, generator, _theirs(original_code, qwen_tokenizer, generator, rag=True))
 
 
 def test_recorded_calls_came_back_key_sorted() -> None:
