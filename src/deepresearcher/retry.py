@@ -1,9 +1,10 @@
-"""How every remote call in the package paces itself and waits before a retry.
+"""How every remote call in the package paces itself, reads an HTTP failure and waits before a retry.
 
-One rate limiter (a token bucket), one backoff schedule and one ``Retry-After`` parser, shared by the
-search backends (``web.resilience``, ``web.backends``) and the model HTTP client (``inference.http``),
-so a search API and a model server are treated alike. It imports nothing of the package, so any layer
-may use it.
+One limits type (:class:`Limits`), one rate limiter (a token bucket), one backoff schedule, one
+``Retry-After`` parser, one map from an HTTP status to an error (:func:`error_for_status`) and one
+aiohttp session per event loop (:class:`LoopSession`), shared by the search backends (``web.resilience``,
+``web.backends``) and the model HTTP client (``inference.http``), so a search API and a model server are
+treated alike. It imports only ``deepresearcher.errors``, so any layer may use it.
 """
 
 from __future__ import annotations
@@ -11,10 +12,92 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+
+import aiohttp
+
+from deepresearcher.errors import (
+    BackendUnavailableError,
+    BadResponseError,
+    ConfigError,
+    DeepResearcherError,
+    RateLimitedError,
+)
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 """Statuses worth another attempt: timeouts, conflicts, rate limits and server-side failures."""
+
+REFUSED_STATUS = frozenset({401, 403})
+"""Statuses that say the key or the server's settings need fixing: a config error, never retried."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How one client treats its server: timeout, retries and backoff, caps on calls in flight and starts
+    per second (None: no cap), and, for clients behind a circuit breaker (``web.resilience``), when it opens.
+
+    The defaults are a model server's (``LLMClientConfig``); a search backend's come from ``BackendSettings``.
+    """
+
+    timeout_s: float = 60.0
+    retries: int = 4
+    backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    concurrency: int | None = None
+    rate_per_s: float | None = None
+    burst: int = 1
+    breaker_failures: int = 5
+    breaker_reset_s: float = 30.0
+
+
+def error_for_status(status: int, where: str, detail: str, *, retry_after: str | None = None,
+                     refused_hint: str = "check the API key") -> DeepResearcherError:
+    """The error an HTTP answer of ``status`` (400 or above) from ``where`` stands for, one map for every client:
+
+        429                 -> RateLimitedError (with Retry-After, seconds or an HTTP date); retried
+        408, 409, 5xx       -> BackendUnavailableError; retried
+        401, 403            -> ConfigError naming ``refused_hint`` (the key or the server's settings); not retried
+        other 4xx           -> BadResponseError (the same request gets the same answer); not retried
+    """
+    if status == 429:
+        wait = parse_retry_after(retry_after)
+        return RateLimitedError(f"{where} answered 429 Too Many Requests (Retry-After: {wait}): {detail}",
+                                retry_after=wait)
+    if status in REFUSED_STATUS:
+        return ConfigError(f"{where} refused the request with HTTP {status}: {refused_hint}.")
+    if status in RETRYABLE_STATUS or status >= 500:
+        return BackendUnavailableError(f"{where} answered HTTP {status}: {detail}")
+    return BadResponseError(f"{where} answered HTTP {status}: {detail}")
+
+
+class LoopSession:
+    """An aiohttp session that belongs to the running event loop, made anew when the loop changes.
+
+    A session (and its connector) made in one loop cannot be used in the next, as successive CLI commands
+    and test cases each run their own loop; ``get`` hands out the current loop's session, ``fresh_loop`` says
+    whether the last ``get`` met a new loop, so the owner can remake its loop-bound locks too.
+    """
+
+    def __init__(self, make: Callable[[], aiohttp.ClientSession]) -> None:
+        self._make = make
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.fresh_loop = False
+
+    def get(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        self.fresh_loop = self._loop is not loop
+        if self._session is None or self._session.closed or self.fresh_loop:
+            self._loop = loop
+            self._session = self._make()
+        return self._session
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
 
 
 class RateLimiter:

@@ -19,10 +19,10 @@ from deepresearcher.generate.base import SamplingParams
 from deepresearcher.generate.factory import make_policy
 from deepresearcher.generate.openai_gen import OpenAITextGenerator, restore_stop
 from deepresearcher.generate.vllm_gen import VLLMServerGenerator
-from deepresearcher.inference.http import HttpLimits
+from deepresearcher.retry import Limits
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 
-FAST = HttpLimits(timeout_s=5.0, max_retries=2, backoff_s=0.01, max_backoff_s=1.0)
+FAST = Limits(timeout_s=5.0, retries=2, backoff_s=0.01, max_backoff_s=1.0)
 STOP = ["</tool_call>", "</answer>"]
 
 

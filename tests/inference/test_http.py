@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from deepresearcher.errors import BackendUnavailableError
-from deepresearcher.inference.http import HttpLimits, OpenAIHttpClient
+from deepresearcher.inference.http import OpenAIHttpClient
+from deepresearcher.retry import Limits
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 
 
@@ -30,7 +31,7 @@ async def test_the_key_is_sent_but_never_logged_or_shown(monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     with OpenAIEmulator(responder=lambda body: Reply(status=503)).running() as server:
         http = OpenAIHttpClient(server.base_url, api_key_env="DR_HTTP_KEY",
-                                limits=HttpLimits(max_retries=2, backoff_s=0.01))
+                                limits=Limits(retries=2, backoff_s=0.01))
         with pytest.raises(BackendUnavailableError, match="gave up after 2 retries") as caught:
             await http.post("/chat/completions", {"model": "m", "messages": []})
         await http.aclose()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from deepresearcher.errors import BackendUnavailableError, BadResponseError, RateLimitedError
 from deepresearcher.testing.emulators import Fault, SearchEmulator
 from deepresearcher.web.backends.searxng import SearxngBackend
-from deepresearcher.web.resilience import ResiliencePolicy, ResilientBackend
+from deepresearcher.web.resilience import SEARCH_LIMITS, ResilientBackend
 
 DOCS = [{"url": f"https://example.org/{i}", "title": f"Doc {i}", "text": f"topic {i} common words"} for i in range(5)]
 FAST = dict(backoff_s=0.01, max_backoff_s=1.0, rate_per_s=1000.0, burst=1000)
@@ -24,7 +25,7 @@ def emu() -> Iterator[SearchEmulator]:
 
 
 def wrap(emu: SearchEmulator, **policy: float) -> ResilientBackend:
-    return ResilientBackend(SearxngBackend(emu.base_url), ResiliencePolicy(**{**FAST, **policy}))
+    return ResilientBackend(SearxngBackend(emu.base_url), replace(SEARCH_LIMITS, **{**FAST, **policy}))
 
 
 async def test_429_is_retried_after_retry_after_and_succeeds(emu: SearchEmulator) -> None:

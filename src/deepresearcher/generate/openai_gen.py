@@ -20,13 +20,14 @@ from typing import Any, Literal
 
 from deepresearcher.errors import BackendError, GenerationError
 from deepresearcher.generate.base import GenerationResult, SamplingParams
-from deepresearcher.inference.http import HttpLimits, OpenAIHttpClient
+from deepresearcher.inference.http import OpenAIHttpClient
+from deepresearcher.retry import Limits
 
 _OPENERS = {"</tool_call>": "<tool_call>", "</answer>": "<answer>"}
 _CHATML_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>\n?|\Z)", re.DOTALL)
 _THINK = "<think>"
 
-POLICY_LIMITS = HttpLimits(timeout_s=600.0)
+POLICY_LIMITS = Limits(timeout_s=600.0)
 """The reader's retry policy, but a long timeout: a busy server may take minutes for a 2000-token turn.
 No concurrency cap here: the agent loop caps generations in flight (``agent.max_concurrent_generations``)."""
 
@@ -34,7 +35,7 @@ No concurrency cap here: the agent loop caps generations in flight (``agent.max_
 class PolicyServer:
     """An OpenAI-compatible policy server: the shared HTTP client, whose failures become ``GenerationError``."""
 
-    def __init__(self, base_url: str, model: str | None, *, api_key_env: str | None, limits: HttpLimits) -> None:
+    def __init__(self, base_url: str, model: str | None, *, api_key_env: str | None, limits: Limits) -> None:
         self.model = model
         self.http = OpenAIHttpClient(base_url, api_key_env=api_key_env, limits=limits)
 
@@ -86,7 +87,7 @@ class OpenAITextGenerator:
     exact_tokens = False
 
     def __init__(self, base_url: str, tokenizer: Any, model: str | None = None, *, api_key_env: str | None = None,
-                 limits: HttpLimits = POLICY_LIMITS, api: Literal["completions", "chat"] = "completions") -> None:
+                 limits: Limits = POLICY_LIMITS, api: Literal["completions", "chat"] = "completions") -> None:
         self.tokenizer = tokenizer
         self.api = api
         self.server = PolicyServer(base_url, model, api_key_env=api_key_env, limits=limits)

@@ -17,7 +17,7 @@ from deepresearcher.errors import GenerationError, MissingDependencyError
 from deepresearcher.generate.base import GenerationResult, SamplingParams
 from deepresearcher.generate.batching import BatchingGenerator, Request
 from deepresearcher.generate.openai_gen import POLICY_LIMITS, PolicyServer
-from deepresearcher.inference.http import HttpLimits
+from deepresearcher.retry import Limits
 
 VLLM_EXTRA = "pip install vllm  (on a CUDA machine; it brings its own torch)"
 
@@ -45,7 +45,7 @@ class VLLMServerGenerator:
     exact_tokens = True
 
     def __init__(self, base_url: str, model: str | None = None, *, api_key_env: str | None = None,
-                 limits: HttpLimits = POLICY_LIMITS) -> None:
+                 limits: Limits = POLICY_LIMITS) -> None:
         self.server = PolicyServer(base_url, model, api_key_env=api_key_env, limits=limits)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> GenerationResult:

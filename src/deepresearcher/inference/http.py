@@ -4,21 +4,23 @@ reader or judge alike: JSON in, JSON out, over one aiohttp session.
 What a rollout fleet needs from it, in the order a call meets it:
 
 1. a cap on requests in flight (``concurrency``; None: no cap) and on request starts per second
-   (``requests_per_second``, :class:`~deepresearcher.retry.RateLimiter`);
+   (``rate_per_s``, :class:`~deepresearcher.retry.RateLimiter`);
 2. a timeout on each attempt (``timeout_s``);
-3. bounded retries (``max_retries``) on 408, 409, 429, 5xx, timeouts and network errors, after
+3. bounded retries (``retries``) on 408, 409, 429, 5xx, timeouts and network errors, after
    exponential backoff with full jitter, or after the server's ``Retry-After`` (capped by ``max_backoff_s``).
    Other 4xx answers are the caller's mistake and are raised at once.
 
-Failures are the errors of ``deepresearcher.errors``: ``RateLimitedError`` (429), ``BackendUnavailableError``
-(5xx, 408/409, timeout, network), ``BadResponseError`` (other 4xx, a body that is not JSON). Callers that
-promise other errors (a policy raises ``GenerationError``) map these at their edge. Retries and final failures
+Failures are the errors of ``deepresearcher.errors``, by the package's one map (``retry.error_for_status``, which
+the search backends use too): ``RateLimitedError`` (429), ``BackendUnavailableError`` (5xx, 408/409, timeout,
+network), ``ConfigError`` (401/403: the key or the server's settings), ``BadResponseError`` (other 4xx, a body
+that is not JSON). Callers that promise other errors (a policy raises ``GenerationError``) map the backend
+errors at their edge. Retries and final failures
 are counted in ``counts`` (the reader passes its ``Usage``). The API key is read from the environment variable
 a config names; it travels only in a header, and no message or ``repr`` built here shows it.
 
 Example::
 
-    async with OpenAIHttpClient("http://gpu:8000/v1", limits=HttpLimits(max_retries=2)) as http:
+    async with OpenAIHttpClient("http://gpu:8000/v1", limits=Limits(retries=2)) as http:
         body = await http.post("/completions", {"model": "qwen", "prompt": [1, 2, 3], "max_tokens": 8})
 """
 
@@ -42,25 +44,14 @@ from deepresearcher.errors import (
     RateLimitedError,
 )
 from deepresearcher.retry import (
-    RETRYABLE_STATUS,
+    Limits,
+    LoopSession,
     RateLimiter,
     backoff_delay,
-    parse_retry_after,
+    error_for_status,
 )
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    """How one client treats its server; defaults and meanings are the reader's (``LLMClientConfig``)."""
-
-    timeout_s: float = 60.0
-    max_retries: int = 4
-    backoff_s: float = 0.5
-    max_backoff_s: float = 30.0
-    concurrency: int | None = None
-    requests_per_second: float | None = None
 
 
 class RetryCounts(Protocol):
@@ -86,11 +77,11 @@ class OpenAIHttpClient:
         base_url: str,
         *,
         api_key_env: str | None = None,
-        limits: HttpLimits | None = None,
+        limits: Limits | None = None,
         counts: RetryCounts | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self.limits = limits or HttpLimits()
+        self.limits = limits or Limits()
         self.counts: RetryCounts = counts if counts is not None else Tally()
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if api_key_env:
@@ -101,10 +92,13 @@ class OpenAIHttpClient:
                     "export the key there, or name no key variable for a server without keys."
                 )
             self._headers["Authorization"] = f"Bearer {key}"
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LoopSession(lambda: aiohttp.ClientSession(
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=self.limits.timeout_s),
+            connector=aiohttp.TCPConnector(limit=0),  # the semaphore is the only cap
+        ))
         self._slots: asyncio.Semaphore | None = None
-        self._limiter = RateLimiter(self.limits.requests_per_second)
+        self._limiter = RateLimiter(self.limits.rate_per_s)
 
     def __repr__(self) -> str:  # never the headers: they hold the key
         return f"OpenAIHttpClient(base_url={self.base_url!r})"
@@ -116,9 +110,7 @@ class OpenAIHttpClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        await self._session.aclose()
 
     async def post(self, path: str, payload: dict[str, Any]) -> Any:
         """POST ``payload`` to ``base_url + path``; the decoded JSON answer, after retries if needed."""
@@ -136,55 +128,47 @@ class OpenAIHttpClient:
         except (KeyError, IndexError, TypeError) as exc:
             raise BadResponseError(f"{self.base_url}/models lists no model: {str(body)[:200]}") from exc
 
-    def _bind_loop(self) -> None:
-        """Tie the session, the cap and the rate limiter to the running loop (anew if the loop changed):
-        a session or lock of a finished loop cannot be used in the next, as successive CLI commands need."""
-        loop = asyncio.get_running_loop()
-        if self._loop is loop and self._session is not None and not self._session.closed:
-            return
-        if self._loop is not loop:
-            self._loop = loop
+    def _bind_loop(self) -> aiohttp.ClientSession:
+        """The running loop's session; on a new loop the cap and the rate limiter are made anew too
+        (a lock of a finished loop cannot be used in the next)."""
+        session = self._session.get()
+        if self._session.fresh_loop:
             concurrency = self.limits.concurrency
             self._slots = asyncio.Semaphore(concurrency) if concurrency else None
-            self._limiter = RateLimiter(self.limits.requests_per_second)
-        self._session = aiohttp.ClientSession(
-            headers=self._headers,
-            timeout=aiohttp.ClientTimeout(total=self.limits.timeout_s),
-            connector=aiohttp.TCPConnector(limit=0),  # the semaphore is the only cap
-        )
+            self._limiter = RateLimiter(self.limits.rate_per_s)
+        return session
 
     async def _call(self, method: str, path: str, data: bytes | None) -> Any:
         url = self.base_url + path
-        self._bind_loop()
+        session = self._bind_loop()
         limits = self.limits
         last: RateLimitedError | BackendUnavailableError | None = None
-        for attempt in range(limits.max_retries + 1):
+        for attempt in range(limits.retries + 1):
             if attempt:
                 self.counts.retries += 1
             retry_after: float | None = None
             try:
                 async with self._slots or contextlib.nullcontext():
                     await self._limiter.acquire()
-                    return await self._attempt(method, url, data)
+                    return await self._attempt(session, method, url, data)
             except RateLimitedError as exc:
                 last, retry_after = exc, exc.retry_after
             except BackendUnavailableError as exc:
                 last = exc
-            if attempt < limits.max_retries:
+            if attempt < limits.retries:
                 delay = backoff_delay(attempt, limits.backoff_s, limits.max_backoff_s, retry_after)
-                logger.info("%s; retry %d/%d in %.2fs", last, attempt + 1, limits.max_retries, delay)
+                logger.info("%s; retry %d/%d in %.2fs", last, attempt + 1, limits.retries, delay)
                 await asyncio.sleep(delay)
         self.counts.failures += 1
         assert last is not None
         raise type(last)(
-            f"{last} (gave up after {limits.max_retries} retries; check the server, or allow more retries)"
+            f"{last} (gave up after {limits.retries} retries; check the server, or allow more retries)"
         ) from last
 
-    async def _attempt(self, method: str, url: str, data: bytes | None) -> Any:
+    async def _attempt(self, session: aiohttp.ClientSession, method: str, url: str, data: bytes | None) -> Any:
         """One HTTP exchange, with aiohttp's errors and the server's statuses mapped onto ours."""
-        assert self._session is not None
         try:
-            async with self._session.request(method, url, data=data) as response:
+            async with session.request(method, url, data=data) as response:
                 status = response.status
                 raw = await response.read()
                 retry_after = response.headers.get("Retry-After")
@@ -194,12 +178,8 @@ class OpenAIHttpClient:
             raise BackendUnavailableError(f"{url} is unreachable: {exc}") from exc
         if status >= 400:
             detail = raw[:300].decode(errors="replace")
-            if status == 429:
-                raise RateLimitedError(f"{url} answered 429 Too Many Requests: {detail}",
-                                       retry_after=parse_retry_after(retry_after))
-            if status in RETRYABLE_STATUS:
-                raise BackendUnavailableError(f"{url} answered HTTP {status}: {detail}")
-            raise BadResponseError(f"{url} answered HTTP {status}: {detail} (check the model name, key and request)")
+            raise error_for_status(status, url, detail, retry_after=retry_after,
+                                   refused_hint="check the key named by api_key_env and the server's access settings")
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

@@ -15,7 +15,8 @@ from typing_extensions import Self
 
 from deepresearcher.config import LLMClientConfig
 from deepresearcher.errors import BadResponseError, ConfigError
-from deepresearcher.inference.http import HttpLimits, OpenAIHttpClient
+from deepresearcher.inference.http import OpenAIHttpClient
+from deepresearcher.retry import Limits
 from deepresearcher.llm.base import ChatResult, Message, Usage
 
 
@@ -36,10 +37,10 @@ class OpenAIChatClient:
         self.usage = Usage(
             price_prompt_per_1k=config.price_prompt_per_1k, price_completion_per_1k=config.price_completion_per_1k
         )
-        limits = HttpLimits(
-            timeout_s=config.timeout_s, max_retries=config.max_retries, backoff_s=config.backoff_s,
+        limits = Limits(
+            timeout_s=config.timeout_s, retries=config.max_retries, backoff_s=config.backoff_s,
             max_backoff_s=config.max_backoff_s, concurrency=config.concurrency,
-            requests_per_second=config.requests_per_second,
+            rate_per_s=config.requests_per_second,
         )
         self._http = OpenAIHttpClient(config.base_url, api_key_env=config.api_key_env, limits=limits, counts=self.usage)
 

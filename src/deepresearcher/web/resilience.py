@@ -1,12 +1,12 @@
 """Keeps a live search backend within its limits and fails fast while it is down.
 
-``ResilientBackend(backend, policy)`` wraps any :class:`~deepresearcher.web.backends.base.SearchBackend`
+``ResilientBackend(backend, limits)`` wraps any :class:`~deepresearcher.web.backends.base.SearchBackend`
 and is one itself. Each call goes through, in order:
 
 1. the circuit breaker: while open, the call fails at once with ``BackendUnavailableError``;
 2. a concurrency cap (semaphore) and a token bucket (sustained rate plus burst: ``retry.RateLimiter``);
 3. a per-attempt timeout;
-4. retries on 429, 5xx, timeouts and network errors, with exponential backoff and full jitter, waiting
+4. retries on 429, 408, 409, 5xx, timeouts and network errors, with exponential backoff and full jitter, waiting
    what a 429's ``Retry-After`` asks for (capped by ``max_backoff_s``): ``retry.backoff_delay``, as the model
    HTTP client does. A ``BadResponseError`` is not retried: the same request would get the same answer.
 
@@ -18,15 +18,15 @@ closes it, failure opens it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import aiohttp
 
 from deepresearcher.errors import BackendUnavailableError, BadResponseError, RateLimitedError
-from deepresearcher.retry import RateLimiter, backoff_delay
+from deepresearcher.retry import Limits, RateLimiter, backoff_delay
 from deepresearcher.web.types import SearchHit
 
 if TYPE_CHECKING:
@@ -36,33 +36,23 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ResiliencePolicy:
-    """Limits of one backend; see ``BackendSettings`` in the config for what each field means."""
+SEARCH_LIMITS = Limits(concurrency=8, rate_per_s=10.0, burst=10, timeout_s=15.0, retries=3)
+"""A search backend's limits when none are given: ``BackendSettings``' defaults."""
 
-    concurrency: int = 8
-    rate_per_s: float = 10.0
-    burst: int = 10
-    timeout_s: float = 15.0
-    retries: int = 3
-    backoff_s: float = 0.5
-    max_backoff_s: float = 30.0
-    breaker_failures: int = 5
-    breaker_reset_s: float = 30.0
 
-    @classmethod
-    def from_settings(cls, settings: BackendSettings) -> ResiliencePolicy:
-        return cls(
-            concurrency=settings.concurrency,
-            rate_per_s=settings.rate_per_s,
-            burst=settings.burst,
-            timeout_s=settings.timeout_s,
-            retries=settings.retries,
-            backoff_s=settings.backoff_s,
-            max_backoff_s=settings.max_backoff_s,
-            breaker_failures=settings.breaker_failures,
-            breaker_reset_s=settings.breaker_reset_s,
-        )
+def limits_from_settings(settings: BackendSettings) -> Limits:
+    """The limits ``backends.<name>`` configures; see ``BackendSettings`` for what each field means."""
+    return Limits(
+        concurrency=settings.concurrency,
+        rate_per_s=settings.rate_per_s,
+        burst=settings.burst,
+        timeout_s=settings.timeout_s,
+        retries=settings.retries,
+        backoff_s=settings.backoff_s,
+        max_backoff_s=settings.max_backoff_s,
+        breaker_failures=settings.breaker_failures,
+        breaker_reset_s=settings.breaker_reset_s,
+    )
 
 
 class CircuitBreaker:
@@ -118,13 +108,13 @@ class CircuitBreaker:
 class ResilientBackend:
     """A backend with a concurrency cap, rate limit, timeouts, retries and a circuit breaker."""
 
-    def __init__(self, backend: SearchBackend, policy: ResiliencePolicy | None = None) -> None:
+    def __init__(self, backend: SearchBackend, limits: Limits = SEARCH_LIMITS) -> None:
         self.backend = backend
         self.name = backend.name
-        self.policy = policy or ResiliencePolicy()
-        self.breaker = CircuitBreaker(self.name, self.policy.breaker_failures, self.policy.breaker_reset_s)
-        self._slots = asyncio.Semaphore(self.policy.concurrency)
-        self._bucket = RateLimiter(self.policy.rate_per_s, self.policy.burst)
+        self.limits = limits
+        self.breaker = CircuitBreaker(self.name, self.limits.breaker_failures, self.limits.breaker_reset_s)
+        self._slots = asyncio.Semaphore(limits.concurrency) if limits.concurrency else contextlib.nullcontext()
+        self._bucket = RateLimiter(self.limits.rate_per_s, self.limits.burst)
         self.attempts = 0
         self.retried = 0
 
@@ -133,10 +123,10 @@ class ResilientBackend:
             await self._bucket.acquire()
             self.attempts += 1
             try:
-                return await asyncio.wait_for(self.backend.search(query, top_k), self.policy.timeout_s)
+                return await asyncio.wait_for(self.backend.search(query, top_k), self.limits.timeout_s)
             except (asyncio.TimeoutError, TimeoutError) as exc:
                 raise BackendUnavailableError(
-                    f"Search backend {self.name!r} did not answer within {self.policy.timeout_s:g}s "
+                    f"Search backend {self.name!r} did not answer within {self.limits.timeout_s:g}s "
                     f"(backends.{self.name}.timeout_s)."
                 ) from exc
             except (aiohttp.ClientError, OSError) as exc:
@@ -145,9 +135,9 @@ class ResilientBackend:
                 ) from exc
 
     async def search(self, query: str, top_k: int) -> list[SearchHit]:
-        """Hits for ``query``, retried within the policy; raises the last error when attempts run out."""
+        """Hits for ``query``, retried within the limits; raises the last error when attempts run out."""
         last: Exception | None = None
-        for attempt in range(self.policy.retries + 1):
+        for attempt in range(self.limits.retries + 1):
             trial = self.breaker.before_call()
             try:
                 hits = await self._attempt(query, top_k)
@@ -168,9 +158,9 @@ class ResilientBackend:
             else:
                 self.breaker.success()
                 return hits
-            if attempt == self.policy.retries:
+            if attempt == self.limits.retries:
                 break
-            delay = backoff_delay(attempt, self.policy.backoff_s, self.policy.max_backoff_s, retry_after)
+            delay = backoff_delay(attempt, self.limits.backoff_s, self.limits.max_backoff_s, retry_after)
             self.retried += 1
             logger.info("%s: %s; retry %d in %.2fs", self.name, type(last).__name__, attempt + 1, delay)
             await asyncio.sleep(delay)

@@ -84,7 +84,7 @@ def make_backend(
     """
     from deepresearcher.config import BackendsConfig
     from deepresearcher.web.leak_filter import FilteredBackend, LeakFilter
-    from deepresearcher.web.resilience import ResiliencePolicy, ResilientBackend
+    from deepresearcher.web.resilience import ResilientBackend, limits_from_settings
 
     backends = backends or BackendsConfig()
     name = search.backend
@@ -101,7 +101,7 @@ def make_backend(
         settings = getattr(backends, name) if name in LIVE_BACKENDS else backends.custom
         backend = make_live_backend(name, settings)
         if resilient:
-            backend = ResilientBackend(backend, ResiliencePolicy.from_settings(settings))
+            backend = ResilientBackend(backend, limits_from_settings(settings))
         if backends.blocked:
             backend = FilteredBackend(backend, LeakFilter(backends.blocked))
     return backend

@@ -1,12 +1,13 @@
 """The HTTP plumbing the keyed JSON search APIs share: one aiohttp session and error mapping.
 
-Status codes become the errors of ``deepresearcher.errors`` here, once, so each backend file only
-builds its request and parses its answer:
+Status codes become the errors of ``deepresearcher.errors`` here, once, by the package's one map
+(``retry.error_for_status``, which the model client uses too), so each backend file only builds its
+request and parses its answer:
 
-    429                 -> RateLimitedError (with Retry-After, seconds or an HTTP date)
-    401, 403            -> ConfigError (the key, or the server's settings, need fixing; not retried)
-    5xx, network, timeout -> BackendUnavailableError
-    other 4xx, non-JSON -> BadResponseError
+    429                       -> RateLimitedError (with Retry-After, seconds or an HTTP date)
+    401, 403                  -> ConfigError (the key, or the server's settings, need fixing; not retried)
+    408, 409, 5xx, network, timeout -> BackendUnavailableError
+    other 4xx, non-JSON       -> BadResponseError
 
 API keys travel only in request headers; no message built here contains a header, so a key never
 reaches a log line or an error.
@@ -24,8 +25,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from deepresearcher.errors import BackendUnavailableError, BadResponseError, ConfigError, RateLimitedError
-from deepresearcher.retry import parse_retry_after
+from deepresearcher.errors import BackendUnavailableError, BadResponseError, ConfigError
+from deepresearcher.retry import LoopSession, error_for_status
 
 logger = logging.getLogger(__name__)
 
@@ -68,23 +69,14 @@ class JsonHttp:
         self.timeout_s = timeout_s
         self.forbidden_hint = forbidden_hint
         self._headers = {"Accept": "application/json", "User-Agent": "deepresearcher/0.1", **(headers or {})}
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session = LoopSession(lambda: aiohttp.ClientSession(
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+        ))
 
     def __repr__(self) -> str:  # never show headers: they hold the key
         return f"JsonHttp(backend={self.backend!r}, base_url={self.base_url!r})"
-
-    def _open(self) -> aiohttp.ClientSession:
-        # A session belongs to the loop it was made in; a backend reused under a new loop gets a new one.
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            self._loop = loop
-            self._session = aiohttp.ClientSession(
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-            )
-        return self._session
 
     async def request(
         self, method: str, path: str, *, params: dict[str, Any] | None = None, json: Any = None
@@ -93,7 +85,7 @@ class JsonHttp:
         url = self.base_url + path
         where = f"{self.backend} ({self.base_url})"
         try:
-            async with self._open().request(method, url, params=params, json=json) as resp:
+            async with self._session.get().request(method, url, params=params, json=json) as resp:
                 body = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
@@ -101,15 +93,9 @@ class JsonHttp:
             raise BackendUnavailableError(f"{where} did not answer within {self.timeout_s:g}s.") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise BackendUnavailableError(f"{where} is unreachable ({type(exc).__name__}).") from None
-        if status == 429:
-            wait = parse_retry_after(retry_after)
-            raise RateLimitedError(f"{where} answered 429 Too Many Requests (Retry-After: {wait}).", retry_after=wait)
-        if status in (401, 403):
-            raise ConfigError(f"{where} refused the request with HTTP {status}: {self.forbidden_hint}.")
-        if status >= 500:
-            raise BackendUnavailableError(f"{where} answered HTTP {status}.")
         if status >= 400:
-            raise BadResponseError(f"{where} answered HTTP {status}: {body[:200].decode(errors='replace')!r}")
+            raise error_for_status(status, where, repr(body[:200].decode(errors="replace")),
+                                   retry_after=retry_after, refused_hint=self.forbidden_hint)
         try:
             return orjson.loads(body)
         except ValueError as exc:
@@ -117,9 +103,7 @@ class JsonHttp:
                                    f"{body[:120].decode(errors='replace')!r}") from exc
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        await self._session.aclose()
 
 
 def require(condition: bool, backend: str, what: str) -> None:
