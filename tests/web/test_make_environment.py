@@ -50,3 +50,25 @@ async def test_a_handler_preloads_its_local_index_as_it_starts(world_config, cap
         assert env.preload() > 0
     finally:
         await env.aclose()
+
+
+async def test_a_local_environment_opens_its_index_once(world_config, small_world, monkeypatch) -> None:
+    """The search backend and the page store share one opened index (opening one reads its store)."""
+    from deepresearcher.web.backends import local
+
+    opened: list[object] = []
+    real_init = local.LocalIndex.__init__
+
+    def counting_init(self, *args, **kwargs) -> None:
+        opened.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(local.LocalIndex, "__init__", counting_init)
+    env = WebEnvironment.from_config(world_config)
+    try:
+        assert len(opened) == 1
+        assert env.backend.index is env.pages.index is opened[0]
+        task = load_tasks(small_world, "test")[0]
+        assert (await env.search([task.chain[0].query]))[0].hits
+    finally:
+        await env.aclose()

@@ -117,16 +117,19 @@ class WebEnvironment:
 
     @classmethod
     def from_config(cls, config: Config) -> WebEnvironment:
-        """Build from config; with the default local backend and no index, the default world is built first."""
+        """Build from config; with the default local backend and no index, the default world is built first.
+
+        Local or live is decided here, once: a local index is opened once and serves both the search
+        backend and the page store."""
         from deepresearcher.web.backends import make_backend
 
+        local = config.search.backend == "local"
         cache = None
-        recorded = config.search.backend != "local" or config.browse.reader in RECORDED_READERS
-        if config.cache.mode != "off" and recorded:
+        if config.cache.mode != "off" and (not local or config.browse.reader in RECORDED_READERS):
             from deepresearcher.web.cache import WebCache
 
             cache = WebCache.from_config(config.cache, config.resolved_cache_dir())
-        if config.search.backend == "local":
+        if local:
             from deepresearcher.web.backends.local import LocalIndex
 
             index_dir = config.search.index
@@ -135,7 +138,7 @@ class WebEnvironment:
 
                 index_dir = ensure_world(config) / "index"
             index = LocalIndex(index_dir, snippet_chars=config.search.snippet_chars)
-            backend = make_backend(config.search.model_copy(update={"index": index_dir}), config.backends)
+            backend = make_backend(config.search, config.backends, index=index)
             pages: PageSource = LocalPageSource(index)
         else:
             from deepresearcher.web.fetch import PageFetcher

@@ -30,6 +30,7 @@ from deepresearcher.web.backends.base import SearchBackend
 
 if TYPE_CHECKING:
     from deepresearcher.config import BackendsConfig, BackendSettings, SearchConfig
+    from deepresearcher.web.backends.local import LocalIndex
 
 # name -> "module:class" of a live backend with ``from_settings(BackendSettings)``.
 LIVE_BACKENDS: dict[str, str] = {
@@ -74,13 +75,13 @@ def make_backend(
     search: SearchConfig,
     backends: BackendsConfig | None = None,
     *,
-    index: str | Path | None = None,
+    index: LocalIndex | str | Path | None = None,
     resilient: bool = True,
 ) -> SearchBackend:
     """The backend ``search.backend`` names, ready to use.
 
-    ``index`` is the local backend's index directory when ``search.index`` is unset (the environment
-    passes the default world's). ``resilient=False`` skips limits and retries (only for tests).
+    ``index`` is the local backend's index: an opened ``LocalIndex`` is used as it is (the environment opens
+    one and shares it with its page store), a directory only when ``search.index`` is unset. ``resilient=False`` skips limits and retries (only for tests).
     """
     from deepresearcher.config import BackendsConfig
     from deepresearcher.web.leak_filter import FilteredBackend, LeakFilter
@@ -90,9 +91,9 @@ def make_backend(
     name = search.backend
     backend: SearchBackend
     if name == "local":  # not filtered: its corpus is chosen by the user, and callers use its page store
-        from deepresearcher.web.backends.local import LocalSearchBackend
+        from deepresearcher.web.backends.local import LocalIndex, LocalSearchBackend
 
-        where = search.index or index
+        where = index if isinstance(index, LocalIndex) else search.index or index
         if where is None:
             raise ConfigError("The local search backend needs an index: set search.index to an index directory "
                               "(build one with `deepresearcher index build --corpus FILE --out DIR`).")
