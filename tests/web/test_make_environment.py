@@ -72,3 +72,18 @@ async def test_a_local_environment_opens_its_index_once(world_config, small_worl
         assert (await env.search([task.chain[0].query]))[0].hits
     finally:
         await env.aclose()
+
+
+def test_every_configurable_reader_is_registered_and_builds_by_name(world_config) -> None:
+    """``browse.reader`` accepts exactly the registry's names; each model-free one builds the reader it names."""
+    from typing import get_args
+
+    from deepresearcher.config import BrowseConfig
+    from deepresearcher.web.reader import READERS, RECORDED_READERS, make_reader
+
+    assert set(get_args(BrowseConfig.model_fields["reader"].annotation)) == set(READERS)
+    assert RECORDED_READERS == {"llm", "deepresearcher"} and RECORDED_READERS <= set(READERS)
+    for name in ("extractive", "raw"):
+        config = world_config.model_copy(deep=True)
+        config.browse.reader = name
+        assert make_reader(config).name == name

@@ -23,6 +23,7 @@ from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError, DeepResearcherError, ReplayMissError
 from deepresearcher.web.backends.base import SearchBackend
 from deepresearcher.web.html import html_to_text
+from deepresearcher.web.reader import RECORDED_READERS, make_reader
 from deepresearcher.web.reader.base import Reader, ReadRequest
 from deepresearcher.web.types import BrowseResult, Note, Page, Passage, QueryResult, SearchHit
 
@@ -32,8 +33,6 @@ logger = logging.getLogger(__name__)
 # becoming observations, or a replayed run would silently drift from its recording.
 _FATAL = (ReplayMissError, ConfigError)
 
-RECORDED_READERS = frozenset({"llm", "deepresearcher"})
-"""Readers whose outputs are recorded in the cache: they call a model, so they cost money and can drift."""
 
 
 class PageSource(Protocol):
@@ -80,32 +79,6 @@ class LivePageSource:
 
     async def aclose(self) -> None:
         await self.fetcher.aclose()
-
-
-def make_reader(config: Config) -> Reader:
-    """The reader ``browse.reader`` names, built from the browse (and reader_llm) config."""
-    browse = config.browse
-    if browse.reader == "extractive":
-        from deepresearcher.web.reader.extractive import ExtractiveReader
-
-        return ExtractiveReader(chunk_chars=browse.chunk_chars, max_chunks=browse.max_chunks,
-                                top_passages=browse.top_passages)
-    if browse.reader == "embedding":
-        from deepresearcher.web.reader.embedding import EmbeddingReader
-
-        return EmbeddingReader(chunk_chars=browse.chunk_chars, max_chunks=browse.max_chunks,
-                               top_passages=browse.top_passages)
-    if browse.reader == "raw":
-        from deepresearcher.web.reader.raw import RawReader
-
-        return RawReader(max_tokens=max(1, browse.chunk_chars // 4) * browse.top_passages)
-    if browse.reader == "deepresearcher":
-        from deepresearcher.web.reader.deepresearcher import DeepResearcherReader
-
-        return DeepResearcherReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())
-    from deepresearcher.web.reader.llm import LLMReader
-
-    return LLMReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())
 
 
 class WebEnvironment:

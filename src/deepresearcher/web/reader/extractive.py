@@ -10,12 +10,15 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepresearcher.text import fold_unicode
 from deepresearcher.web.reader.base import ReadRequest
 from deepresearcher.web.reader.chunking import CHARS_PER_TOKEN, Chunk, iter_chunks
 from deepresearcher.web.types import Note
+
+if TYPE_CHECKING:
+    from deepresearcher.config import Config
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = frozenset("a an and are as at be by for from in is it of on or that the this to was were what "
@@ -80,3 +83,10 @@ class ExtractiveReader:
         query = terms(f"{request.question} {request.query}")
         scores = bm25_scores(query, [terms(c.text) for c in chunks])
         return pick_passages(request, chunks, scores, self.top_passages)
+
+
+def build(config: Config) -> ExtractiveReader:
+    """The reader ``browse.reader: extractive`` names, from the browse config."""
+    browse = config.browse
+    return ExtractiveReader(chunk_chars=browse.chunk_chars, max_chunks=browse.max_chunks,
+                            top_passages=browse.top_passages)

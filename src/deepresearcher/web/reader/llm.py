@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deepresearcher.config import ReaderLLMConfig
+from deepresearcher.config import Config, ReaderLLMConfig
 from deepresearcher.llm.base import ChatClient, Message
 from deepresearcher.llm.factory import make_chat_client
 from deepresearcher.web.reader.base import ReadRequest
@@ -274,3 +274,8 @@ class LLMReader:
             "and stopping (logged once; later ones at DEBUG): %r",
             self.client.model, url, chunk, text[:200],
         )
+
+
+def build(config: Config) -> LLMReader:
+    """The reader ``browse.reader: llm`` names, from ``reader_llm``."""
+    return LLMReader.from_config(config.reader_llm, cache_dir=config.resolved_cache_dir())

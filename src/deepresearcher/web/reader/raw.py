@@ -5,11 +5,14 @@ A baseline and a cheap fallback: no model, no ranking, the same bounded output f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepresearcher.web.reader.base import ReadRequest
 from deepresearcher.web.reader.chunking import iter_chunks
 from deepresearcher.web.types import Note
+
+if TYPE_CHECKING:
+    from deepresearcher.config import Config
 
 
 class RawReader:
@@ -34,3 +37,8 @@ class RawReader:
         if any(text == note.strip() for note in request.notes):
             return []
         return [Note(url=request.url, text=text, chunk=0)]
+
+
+def build(config: Config) -> RawReader:
+    """The reader ``browse.reader: raw`` names: as many tokens as the extractive reader's passages hold."""
+    return RawReader(max_tokens=max(1, config.browse.chunk_chars // 4) * config.browse.top_passages)
