@@ -90,3 +90,28 @@ def test_research_eval_and_a_grpo_step_see_the_same_episode(setup, qwen_tokenize
     assert record["format_ok"] and trained["format_error"] == 0.0
     assert record["reward"] == trained["reward"] == step["reward"][0] == pytest.approx(1.0)
     assert record["f1"] == trained["f1"] == 1.0
+
+
+def test_only_the_session_reads_agent_protocol():
+    """``agent.protocol`` is resolved in ``agent.session`` alone (template, toolbox, plans use its helpers),
+    so a protocol cannot be one thing in the template and another in the tools."""
+    import ast
+    from pathlib import Path
+
+    import deepresearcher
+    from deepresearcher.agent.protocols.deepresearcher_tools import DeepResearcherToolBox
+    from deepresearcher.agent.session import make_toolbox
+    from deepresearcher.agent.tools import ToolBox
+
+    package = Path(deepresearcher.__file__).parent
+    callers = sorted(
+        str(path.relative_to(package)) for path in package.rglob("*.py")
+        if any(isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "get_protocol"
+               and not all(isinstance(arg, ast.Constant) for arg in node.args)  # NATIVE = get_protocol("native")
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+    )
+    assert callers == ["agent/session.py"]
+    env = SimpleNamespace()
+    for protocol, toolbox in (("native", ToolBox), ("deepresearcher", DeepResearcherToolBox)):
+        config = load_config(None, [f"agent.protocol={protocol}"])
+        assert type(make_toolbox(env, config)) is toolbox

@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from deepresearcher.agent.loop import EventCallback, RolloutEngine, fit_window
+from deepresearcher.agent.protocols import AgentProtocol, get_protocol
 from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import AgentConfig, Config
@@ -32,15 +33,25 @@ COMPACT_SYSTEM_PROMPT = "Research the question with web_search and browse_webpag
 instructions, and a one-line turn keeps every episode several hundred tokens shorter."""
 
 
+def agent_protocol(config: Config) -> AgentProtocol:
+    """The protocol ``agent.protocol`` names: read here only, so the template, the toolbox and every engine's
+    plan agree on it."""
+    return get_protocol(config.agent.protocol)
+
+
 def make_template(tokenizer: Any, config: Config) -> ChatTemplate:
     """The agent's chat template for ``tokenizer``, ``agent.protocol`` and the system turn ``config`` trains
     and evaluates with."""
-    from deepresearcher.agent.protocols import get_protocol
-
-    template = ChatTemplate(tokenizer, get_protocol(config.agent.protocol))
+    template = ChatTemplate(tokenizer, agent_protocol(config))
     if config.train.compact_prompt:
         template.system = COMPACT_SYSTEM_PROMPT
     return template
+
+
+def make_toolbox(env: Any, config: Config) -> Any:
+    """The tools of ``agent.protocol`` over the environment ``env`` (a ``WebEnvironment`` or a handler client),
+    with the limits ``config`` sets; the toolbox every engine's episodes call."""
+    return agent_protocol(config).make_toolbox(env, config)
 
 
 def episode_settings(config: Config, generator: Generator, decoding: Decoding) -> AgentConfig:
@@ -103,14 +114,13 @@ async def open_session(
 ) -> AsyncIterator[AgentSession]:
     """A session on ``config``'s policy (or ``policy``, a ``(generator, tokenizer)`` already built) and its
     environment (``make_environment``); both are closed on exit."""
-    from deepresearcher.agent.protocols import get_protocol
     from deepresearcher.generate.factory import make_policy
     from deepresearcher.web import make_environment
 
     generator, tokenizer = policy if policy is not None else make_policy(config)
     try:
         async with make_environment(config) as env:
-            toolbox = get_protocol(config.agent.protocol).make_toolbox(env, config)
+            toolbox = make_toolbox(env, config)
             yield AgentSession(config, generator, tokenizer, [toolbox], decoding=decoding)
     finally:
         await generator.aclose()

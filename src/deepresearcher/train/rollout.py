@@ -60,7 +60,7 @@ class WorldRollouts:
     ``world_dirs``: a world's directory, or None for the configured search environment (real questions)."""
 
     def __init__(self, config: Config, *, seed: int = 0, world_dirs: list[Path | None] | None = None) -> None:
-        from deepresearcher.agent.protocols import get_protocol
+        from deepresearcher.agent.session import make_toolbox
         from deepresearcher.web import make_environment
 
         self.config = config
@@ -68,8 +68,7 @@ class WorldRollouts:
         self.loop = asyncio.new_event_loop()
         configs = [config if d is None else world_config(config, d) for d in world_dirs] if world_dirs else [config]
         self.envs = [make_environment(c) for c in configs]
-        protocol = get_protocol(config.agent.protocol)
-        self.toolboxes = [protocol.make_toolbox(env, c) for env, c in zip(self.envs, configs, strict=True)]
+        self.toolboxes = [make_toolbox(env, c) for env, c in zip(self.envs, configs, strict=True)]
         self.calls = 0
 
     def toolbox(self, task: dict[str, Any]) -> Any:

@@ -77,8 +77,7 @@ def _resources(config_path: str, tokenizer: Any) -> _Resources:
     """This process's resources for ``config_path`` (built on first use; keyed by tokenizer too)."""
     key = (config_path, id(tokenizer))
     if key not in _RESOURCES:
-        from deepresearcher.agent.protocols import get_protocol
-        from deepresearcher.agent.session import make_template
+        from deepresearcher.agent.session import make_template, make_toolbox
         from deepresearcher.web import make_environment
 
         if not Path(config_path).is_file():
@@ -86,7 +85,7 @@ def _resources(config_path: str, tokenizer: Any) -> _Resources:
                               "directory (train.runs_dir) on a filesystem every node mounts.")
         config = load_config(config_path)
         environment = make_environment(config)
-        toolbox = get_protocol(config.agent.protocol).make_toolbox(environment, config)
+        toolbox = make_toolbox(environment, config)
         _RESOURCES[key] = _Resources(config, environment, _BoundedToolBox(toolbox, config.agent.max_concurrent_tools),
                                      make_template(tokenizer, config))
     return _RESOURCES[key]

@@ -40,8 +40,7 @@ from typing import Any
 
 from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
-from deepresearcher.agent.protocols import get_protocol
-from deepresearcher.agent.session import episode_plan
+from deepresearcher.agent.session import agent_protocol, episode_plan
 
 AGENT_LOOP_CLASS = "deepresearcher.integrations.verl.agent_loop.DeepResearcherAgentLoop"
 AGENT_NAME = "deepresearcher"  # the name agent_loop.yaml registers DeepResearcherAgentLoop under
@@ -164,7 +163,7 @@ def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = Fal
         f"{rollout}.temperature={config.agent.temperature}",
         f"{rollout}.top_p={config.agent.top_p}",
         # Sampling log-probs only where the trained tokens are the sampled ones (verl then logs their drift).
-        f"{rollout}.calculate_log_probs={str(get_protocol(config.agent.protocol).trains_sampled_tokens).lower()}",
+        f"{rollout}.calculate_log_probs={str(agent_protocol(config).trains_sampled_tokens).lower()}",
         f"{rollout}.log_prob_micro_batch_size_per_gpu={micro}",
         f"{rollout}.tensor_model_parallel_size={verl.tensor_parallel_size}",
         f"{rollout}.gpu_memory_utilization={verl.gpu_memory_utilization}",
