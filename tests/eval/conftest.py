@@ -105,16 +105,13 @@ def tiny_index(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer_dir(request, tmp_path_factory) -> Path:
-    """A cache dir where the offline Qwen2.5 tokenizer is built once (kept in pytest's cache when on)."""
-    cache = getattr(request.config, "cache", None)
-    return Path(cache.mkdir("deepresearcher-eval-cache")) if cache is not None else tmp_path_factory.mktemp("c")
-
-
-@pytest.fixture(scope="session")
-def qwen_tokenizer(tokenizer_dir):
+    """The eval's cache dir, holding the offline Qwen2.5 tokenizer the eval loads (kept in pytest's cache when on)."""
     from deepresearcher.inference.embedded import load_qwen25_tokenizer
 
-    return load_qwen25_tokenizer(tokenizer_dir)
+    cache = getattr(request.config, "cache", None)
+    root = Path(cache.mkdir("deepresearcher-eval-cache")) if cache is not None else tmp_path_factory.mktemp("c")
+    load_qwen25_tokenizer(root)
+    return root
 
 
 @pytest.fixture
@@ -140,13 +137,13 @@ def questions() -> dict[str, tuple[list[str], str | None]]:
 
 
 @pytest.fixture
-def eval_overrides(policy_server, tiny_index, tokenizer_dir, qwen_tokenizer) -> list[str]:
+def eval_overrides(policy_server, tiny_index, tokenizer_dir) -> list[str]:
     return overrides_for(policy_server, tiny_index, tokenizer_dir)
 
 
 @pytest.fixture
-def world_eval_overrides(no_sayer, small_world, tokenizer_dir, qwen_tokenizer) -> list[str]:
+def world_eval_overrides(no_sayer, small_world, tokenizer_dir) -> list[str]:
     """An eval of the "no"-saying policy on the small world's test split, searching the world's index
-    (``qwen_tokenizer`` puts the tokenizer the eval loads into ``tokenizer_dir``)."""
+    (``tokenizer_dir`` holds the tokenizer the eval loads)."""
     return [*overrides_for(no_sayer, small_world / "index", tokenizer_dir), f"world.dir={small_world}",
             "eval.benchmarks=[world]"]

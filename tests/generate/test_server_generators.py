@@ -137,13 +137,6 @@ class NoteToolBox:
         return Outcome("Fredville is the capital of Freedonia.")
 
 
-@pytest.fixture(scope="module")
-def qwen_tokenizer(tmp_path_factory):
-    from deepresearcher.inference.embedded import load_qwen25_tokenizer
-
-    return load_qwen25_tokenizer(tmp_path_factory.mktemp("tokenizers"))
-
-
 async def test_a_rollout_survives_a_policy_server_503(qwen_tokenizer):
     """Search, then the server answers 503 once, then the answer: the episode ends with `answer`, token-exact."""
     search = "plan</think>\n<tool_call>\n" + json.dumps(

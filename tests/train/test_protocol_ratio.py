@@ -33,14 +33,6 @@ torch.set_num_threads(1)
 CALL = ' look </think>\n<tool_call>\n{"arguments":{"query":["Vesk"]},"name":"web_search"}\n</tool_call>'
 
 
-@pytest.fixture(scope="module")
-def qwen_tokenizer(tmp_path_factory):
-    """The offline Qwen2.5 tokenizer (as ``tests/agent``'s fixture of that name)."""
-    from deepresearcher.inference.embedded import load_qwen25_tokenizer
-
-    return load_qwen25_tokenizer(tmp_path_factory.mktemp("qwen-tokenizer"))
-
-
 class _Toolbox:
     async def call(self, name: str, arguments: dict[str, Any], context: Any) -> ToolOutcome:
         return ToolOutcome(text="[]", raw=[])
