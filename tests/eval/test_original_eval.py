@@ -1,6 +1,6 @@
 """The DeepResearcher columns of an eval (EM, F1, MBE) against the original evaluation script, case by case.
 
-The original's ``compute_score`` (``evaluate/cacluate_metrics.py``) and ``eval.runner.score_trajectory`` score
+The original's ``compute_score`` (``evaluate/cacluate_metrics.py``) and ``eval.runner.judge_trajectory`` score
 the same responses; both ask the same real OpenAI-compatible judge on loopback (the original's
 ``call_gpt_4o_mini`` is pointed at it), and the requests each sends must be the same, byte for byte.
 """
@@ -17,7 +17,7 @@ from deepresearcher.agent.trajectory import Trajectory, TurnRecord
 from deepresearcher.config import LLMClientConfig, load_config
 from deepresearcher.data import record_to_task
 from deepresearcher.eval.judge import Judge
-from deepresearcher.eval.runner import score_trajectory
+from deepresearcher.eval.runner import judge_trajectory
 from deepresearcher.llm import make_chat_client
 from deepresearcher.testing.openai_server import OpenAIEmulator, Reply
 
@@ -116,7 +116,7 @@ async def test_eval_columns_and_judge_requests_equal_the_originals(original, jud
     trajectory = Trajectory(turns=turns, response_text="<think>" + response)
     judge = Judge(make_chat_client(LLMClientConfig(kind="openai", base_url=judge_server.base_url, model="judge-emu")))
     try:
-        record = await score_trajectory(trajectory, task, judge, load_config())
+        record = await judge_trajectory(trajectory, task, judge, load_config())
     finally:
         await judge.aclose()
 
@@ -148,7 +148,7 @@ async def test_mbe_is_filled_whatever_the_judge_prompt(judge_server) -> None:
     client = make_chat_client(LLMClientConfig(kind="openai", base_url=judge_server.base_url, model="judge-emu"))
     judge = Judge(client, prompt="rearter")
     try:
-        record = await score_trajectory(trajectory, record_to_task(row), judge,
+        record = await judge_trajectory(trajectory, record_to_task(row), judge,
                                         load_config(overrides=["eval.judge_prompt=rearter"]))
     finally:
         await judge.aclose()

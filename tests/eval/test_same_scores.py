@@ -10,7 +10,7 @@ from deepresearcher.agent.trajectory import Trajectory, TurnRecord
 from deepresearcher.config import load_config
 from deepresearcher.data import QATask
 from deepresearcher.eval.runner import read_records, run_eval
-from deepresearcher.eval.runner import score_trajectory as eval_score
+from deepresearcher.eval.runner import judge_trajectory as eval_score
 from deepresearcher.train.rollout import score_trajectory as train_score
 
 

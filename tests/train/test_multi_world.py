@@ -8,7 +8,7 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.reward import answer_metrics
-from deepresearcher.train.rollout import WorldRollouts, task_dict
+from deepresearcher.train.rollout import Rollouts, task_dict
 from deepresearcher.train.tasks import ensure_training_worlds
 from deepresearcher.world import load_tasks
 
@@ -27,7 +27,7 @@ def test_same_question_gets_each_worlds_own_answer(tmp_path: Path) -> None:
              if q in by_question[1] and a["answerable"] and set(a["golds"]) != set(by_question[1][q]["golds"])]
     assert len(pairs) >= 3, "shared-name worlds should ask the same questions with different answers"
     tasks = [t for pair in pairs[:6] for t in pair]
-    rollouts = WorldRollouts(config, world_dirs=[*train_dirs, held_out])
+    rollouts = Rollouts(config, world_dirs=[*train_dirs, held_out])
     try:
         episodes = rollouts.oracle_episodes(tasks)
     finally:
@@ -65,7 +65,7 @@ def test_snippet_only_fraction_mixes_hasty_demonstrations(tmp_path: Path) -> Non
                                 "search.snippet_chars=40", "browse.observation_format=compact"])
     (world_dir,), _ = ensure_training_worlds(config)
     tasks = [{**task_dict(t), "world": 0} for t in load_tasks(world_dir, "train") if t.answerable][:24]
-    rollouts = WorldRollouts(config, world_dirs=[world_dir])
+    rollouts = Rollouts(config, world_dirs=[world_dir])
     try:
         mixed = rollouts.oracle_episodes(tasks, snippet_only_fraction=0.5, seed=3)
         again = rollouts.oracle_episodes(tasks, snippet_only_fraction=0.5, seed=3)

@@ -78,14 +78,14 @@ def test_sft_on_oracle_trajectories_lowers_loss(tiny_model_dir: Path, tmp_path: 
     """Oracle episodes from the real tools, replayed through the engine, train the tiny model: loss falls."""
     from transformers import AutoTokenizer
 
-    from deepresearcher.train.rollout import WorldRollouts, task_dict
+    from deepresearcher.train.rollout import Rollouts, task_dict
     from deepresearcher.web.local_world import ensure_world
     from deepresearcher.world import load_tasks
 
     config = load_config(None, [f"cache_dir={tmp_path / 'cache'}", "world.size=tiny", "search.top_k=2",
                                 "search.snippet_chars=60", "browse.top_passages=1", "train.compact_prompt=true"])
     tasks = [task_dict(t) for t in load_tasks(ensure_world(config), "train")][:8]
-    rollouts = WorldRollouts(config)
+    rollouts = Rollouts(config)
     try:
         data = rollouts.replay(tasks, rollouts.oracle_episodes(tasks), AutoTokenizer.from_pretrained(tiny_model_dir))
     finally:

@@ -84,7 +84,7 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
 
     from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.quickstart import tokenizer_corpus
-    from deepresearcher.train.rollout import WorldRollouts, task_dict
+    from deepresearcher.train.rollout import Rollouts, task_dict
     from deepresearcher.train.run_dir import read_metrics
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
     from deepresearcher.web.local_world import ensure_world
@@ -98,7 +98,7 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
         config = _config(work, args)
         world = ensure_world(config)
         tasks = [task_dict(t) for t in load_tasks(world, "train")]
-        rollouts = WorldRollouts(config)
+        rollouts = Rollouts(config)
         try:
             episodes = rollouts.oracle_episodes(tasks[:200])
             model_dir = build_tiny_checkpoint(tokenizer_corpus(world, tasks[:200], episodes), work / "model",

@@ -43,10 +43,10 @@ __all__ = [
     "EvalResult",
     "data_file_split",
     "file_benchmarks",
+    "judge_trajectory",
     "load_eval_tasks",
     "read_records",
     "run_eval",
-    "score_trajectory",
     "world_baselines",
 ]
 
@@ -224,7 +224,7 @@ def settings_conflicts(saved: dict[str, Any], config: Config) -> list[str]:
 # ---------------------------------------------------------------------------------------------- scoring
 
 
-async def score_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
+async def judge_trajectory(trajectory: Any, task: QATask, judge: Any, config: Config) -> dict[str, Any]:
     """The scored record of one rollout: ``reward.score_rollout``'s reward and metrics, plus the judges' verdicts.
 
     ``mbe`` is the paper's MBE as its evaluation script computed it: the answer it took (``original_answer``),
@@ -353,7 +353,7 @@ async def _run_pending(
                     RolloutTask(task_id=task.id, question=task.question, golds=task.golds,
                                 metadata={"benchmark": benchmark, "sample": sample})
                 )
-                scored = await score_trajectory(trajectory, task, judge, config)
+                scored = await judge_trajectory(trajectory, task, judge, config)
             record = {
                 "benchmark": benchmark, "task_id": task.id, "sample": sample,
                 "seed": config.eval.seed + sample, "split": task.split, "question": task.question,

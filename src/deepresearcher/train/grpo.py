@@ -35,7 +35,7 @@ from deepresearcher.train.run_dir import RunDir
 
 logger = logging.getLogger(__name__)
 
-# (tasks, model, tokenizer, step=...) -> one trajectory per task, in order; see ``train.rollout.WorldRollouts.collect``.
+# (tasks, model, tokenizer, step=...) -> one trajectory per task, in order; see ``train.rollout.Rollouts.collect``.
 Collector = Callable[..., list[Trajectory]]
 
 

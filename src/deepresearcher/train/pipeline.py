@@ -2,7 +2,7 @@
 
 They own the wiring every entry point needs (which checkpoint, which tasks, the rollouts against the
 environment, the scorer), so ``deepresearcher sft``/``train``, the quickstart and ``bench train`` differ
-only in what they print. A caller that already holds a :class:`WorldRollouts` (the quickstart runs
+only in what they print. A caller that already holds a :class:`Rollouts` (the quickstart runs
 every stage on one) passes it in; otherwise one is opened and closed here.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.rollout import WorldRollouts, score_trajectory
+from deepresearcher.train.rollout import Rollouts, score_trajectory
 from deepresearcher.train.tasks import TaskSets, mix_by_ratio, task_sets
 
 
@@ -34,19 +34,19 @@ def warm_start(config: Config) -> Path:
 
 
 @contextmanager
-def _rollouts_for(config: Config, given: WorldRollouts | None, sets: TaskSets | None = None) -> Iterator[WorldRollouts]:
+def _rollouts_for(config: Config, given: Rollouts | None, sets: TaskSets | None = None) -> Iterator[Rollouts]:
     if given is not None:
         yield given
         return
     environments = (sets or task_sets(config)).environments
-    rollouts = WorldRollouts(config, seed=config.train.seed, world_dirs=environments)
+    rollouts = Rollouts(config, seed=config.train.seed, world_dirs=environments)
     try:
         yield rollouts
     finally:
         rollouts.close()
 
 
-def sft_demonstrations(config: Config, rollouts: WorldRollouts, tasks: list[dict[str, Any]], tokenizer: Any,
+def sft_demonstrations(config: Config, rollouts: Rollouts, tasks: list[dict[str, Any]], tokenizer: Any,
                        episodes: list[Any] | None = None) -> list[Trajectory]:
     """The scripted oracle's episodes on ``tasks`` as token-level trajectories of the policy's template.
 
@@ -103,7 +103,7 @@ def run_sft(
 
 
 def run_grpo(
-    config: Config, *, model: str | Path | None = None, rollouts: WorldRollouts | None = None,
+    config: Config, *, model: str | Path | None = None, rollouts: Rollouts | None = None,
     tasks: list[dict[str, Any]] | None = None, resume: bool = False, show_progress: bool = True,
 ) -> Any:
     """GRPO from ``model`` (default :func:`warm_start`) on ``tasks`` (default the run's GRPO prompts),

@@ -74,7 +74,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
     from deepresearcher.train.quickstart_report import write_quickstart_report
-    from deepresearcher.train.rollout import WorldRollouts, score_trajectory
+    from deepresearcher.train.rollout import Rollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.sft import train_sft
     from deepresearcher.train.tasks import task_sets
@@ -105,7 +105,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         f"{f' (world {sets.held_out_dir})' if sets.held_out_dir else ''}")
     lap("world")
 
-    rollouts = WorldRollouts(config, seed=cfg.seed, world_dirs=sets.environments)
+    rollouts = Rollouts(config, seed=cfg.seed, world_dirs=sets.environments)
     try:
         episodes = rollouts.oracle_episodes(sft_tasks, cfg.sft.snippet_only_fraction, cfg.sft.seed)
         lap("oracle")

@@ -1,6 +1,6 @@
 """The bridge between training and the agent: episodes against the real tools, and their rewards.
 
-``WorldRollouts`` owns one environment and toolbox per environment of the run (a world's own index, or
+``Rollouts`` owns one environment and toolbox per environment of the run (a world's own index, or
 the configured search backend for real questions; see ``train.tasks``) for a whole run (built once,
 used by every step) and one event loop, so async resources stay bound to a single loop across steps.
 Worlds that share names but not facts (``world.names_seed``) reuse the same URLs, so each task carries
@@ -55,7 +55,7 @@ def world_config(config: Config, world_dir: Path) -> Config:
     })
 
 
-class WorldRollouts:
+class Rollouts:
     """Episodes of a policy (or the oracle) against the configured environment, or one per entry of
     ``world_dirs``: a world's directory, or None for the configured search environment (real questions)."""
 
