@@ -137,3 +137,13 @@ async def test_concurrency_cap_and_rate_limit(emu: SearchEmulator) -> None:
     await asyncio.gather(*(limited.search(f"topic {i}", 1) for i in range(5)))
     assert time.monotonic() - start >= 0.19
     await limited.aclose()
+
+
+def test_limits_are_the_backend_settings():
+    """A backend's settings become its limits field by field; with none given, the settings' defaults apply."""
+    from deepresearcher.config import BackendSettings
+    from deepresearcher.web.resilience import limits_from_settings
+
+    assert limits_from_settings(BackendSettings()) == SEARCH_LIMITS
+    limits = limits_from_settings(BackendSettings(retries=7, timeout_s=2.5, breaker_failures=2, rate_per_s=3.0))
+    assert (limits.retries, limits.timeout_s, limits.breaker_failures, limits.rate_per_s) == (7, 2.5, 2, 3.0)

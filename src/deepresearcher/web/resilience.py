@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -41,18 +42,9 @@ SEARCH_LIMITS = Limits(concurrency=8, rate_per_s=10.0, burst=10, timeout_s=15.0,
 
 
 def limits_from_settings(settings: BackendSettings) -> Limits:
-    """The limits ``backends.<name>`` configures; see ``BackendSettings`` for what each field means."""
-    return Limits(
-        concurrency=settings.concurrency,
-        rate_per_s=settings.rate_per_s,
-        burst=settings.burst,
-        timeout_s=settings.timeout_s,
-        retries=settings.retries,
-        backoff_s=settings.backoff_s,
-        max_backoff_s=settings.max_backoff_s,
-        breaker_failures=settings.breaker_failures,
-        breaker_reset_s=settings.breaker_reset_s,
-    )
+    """The limits ``backends.<name>`` configures: every ``Limits`` field is a ``BackendSettings`` field of the
+    same name and meaning (see the config for what each does)."""
+    return Limits(**{field.name: getattr(settings, field.name) for field in fields(Limits)})
 
 
 class CircuitBreaker:
