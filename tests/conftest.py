@@ -54,7 +54,7 @@ def qwen_tokenizer(tokenizer_cache: Path):
 @pytest.fixture(scope="session")
 def small_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small world (seed 7), built and indexed once per session."""
-    from deepresearcher.web.backends.local import build_index
+    from deepresearcher.web.backends.local_build import build_index
     from deepresearcher.world import build_world, iter_pages
 
     root = tmp_path_factory.mktemp("worlds") / "w7-small"

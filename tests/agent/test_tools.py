@@ -79,7 +79,7 @@ async def test_only_searched_urls_switch(world_config, small_world) -> None:
 
 
 async def test_non_utf8_and_empty_pages_are_read_without_crashing(tmp_path, world_config) -> None:
-    from deepresearcher.web.backends.local import build_index
+    from deepresearcher.web.backends.local_build import build_index
 
     docs = [
         {"url": "https://x.example/latin", "title": "Latin-1", "html": b"<html><body><p>Caf\xe9 au lait is served here daily.</p></body></html>".decode("latin-1")},

@@ -91,7 +91,7 @@ def qa_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_index(tmp_path_factory) -> Path:
-    from deepresearcher.web.backends.local import build_index
+    from deepresearcher.web.backends.local_build import build_index
 
     docs = [
         {"url": "https://example.org/paris", "title": "Paris", "text": "Paris is the capital of France."},

@@ -99,7 +99,7 @@ async def test_oracle_answers_a_world_rendered_with_other_labels(monkeypatch, tm
 
     Reading the same pages with the original labels fails, so the answers come from the table.
     """
-    from deepresearcher.web.backends.local import build_index
+    from deepresearcher.web.backends.local_build import build_index
 
     def world(name: str) -> tuple[Any, list[Any]]:
         root = tmp_path / name

@@ -43,7 +43,7 @@ def _pages() -> list[dict[str, str]]:
 def qa(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real-format question files (verl parquet, {question, golds} JSONL) and an `index build` corpus index."""
     from deepresearcher.data import QATask, write_verl_parquet
-    from deepresearcher.web.backends.local import build_index, read_corpus
+    from deepresearcher.web.backends.local_build import build_index, read_corpus
 
     root = tmp_path_factory.mktemp("qa")
     tasks = [QATask(id=f"hotpotqa_{i}", source="hotpotqa" if i % 2 else "2wiki", question=q, golds=[a], split="train")

@@ -8,7 +8,7 @@ import pytest
 
 from deepresearcher.config import Config, FetchConfig
 from deepresearcher.testing.website import LoopbackWebsite
-from deepresearcher.web.backends.local import build_index
+from deepresearcher.web.backends.local_build import build_index
 from deepresearcher.web.environment import WebEnvironment
 from deepresearcher.web.fetch import PageFetcher
 from deepresearcher.web.html import html_to_text

@@ -13,15 +13,8 @@ import tantivy
 
 from deepresearcher.errors import IndexNotFoundError
 from deepresearcher.web.backends.body_codec import DICTIONARY_FILE
-from deepresearcher.web.backends.local import (
-    INDEX_FORMAT,
-    BuildStats,
-    LocalIndex,
-    LocalSearchBackend,
-    build_index,
-    read_corpus,
-    resume_point,
-)
+from deepresearcher.web.backends.local import INDEX_FORMAT, LocalIndex, LocalSearchBackend
+from deepresearcher.web.backends.local_build import BuildStats, build_index, read_corpus, resume_point
 from deepresearcher.world import load_tasks
 
 
@@ -303,10 +296,10 @@ def test_the_build_records_frequent_words_best_scores(tmp_path: Path, monkeypatc
     """The bounds ``top`` proves its top-k with are each term's best score: recorded at build for words in at
     least MAX_SCORE_MIN_DOCS bodies and TITLE_SCORE_MIN_DOCS titles, equal to a search for the term alone (the
     title boosted); an index with a body-only record, or none (built before them), answers the same."""
-    from deepresearcher.web.backends import local
+    from deepresearcher.web.backends import local, local_build
 
-    monkeypatch.setattr(local, "MAX_SCORE_MIN_DOCS", 50)
-    monkeypatch.setattr(local, "TITLE_SCORE_MIN_DOCS", 20)
+    monkeypatch.setattr(local_build, "MAX_SCORE_MIN_DOCS", 50)
+    monkeypatch.setattr(local_build, "TITLE_SCORE_MIN_DOCS", 20)
     monkeypatch.setattr(local, "DRIVEN_MIN_DOCS", 0)
     build_index(iter(_zipf_docs(1500)), tmp_path / "index")
     scores_file = tmp_path / "index" / local.MAX_SCORES_FILE

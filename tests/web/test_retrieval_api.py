@@ -13,7 +13,8 @@ import requests
 from deepresearcher.config import Config
 from deepresearcher.testing.emulators import Fault, SearchEmulator
 from deepresearcher.testing.handlers import handler_thread
-from deepresearcher.web.backends.local import LocalIndex, build_index, read_corpus
+from deepresearcher.web.backends.local import LocalIndex
+from deepresearcher.web.backends.local_build import build_index, read_corpus
 from deepresearcher.web.environment import WebEnvironment
 from deepresearcher.web.server import create_app
 

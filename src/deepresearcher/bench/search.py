@@ -51,13 +51,8 @@ import numpy as np
 import orjson
 
 from deepresearcher.data.registry import local_data_dir
-from deepresearcher.web.backends.local import (
-    META_FILE,
-    BuildStats,
-    LocalIndex,
-    build_index,
-    read_corpus,
-)
+from deepresearcher.web.backends.local import META_FILE, LocalIndex
+from deepresearcher.web.backends.local_build import BuildStats, build_index, read_corpus
 
 WORDS_PER_PASSAGE = 100  # wiki-18 passages are DPR's 100-word splits
 VOCABULARY = 500_000

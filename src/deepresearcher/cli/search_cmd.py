@@ -26,7 +26,7 @@ def index_build(
     """Index a corpus with tantivy (BM25), streaming it line by line."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from deepresearcher.web.backends.local import BuildStats, build_index, read_corpus, resume_point
+    from deepresearcher.web.backends.local_build import BuildStats, build_index, read_corpus, resume_point
 
     source = corpus / "pages.jsonl" if corpus.is_dir() else corpus
     if not source.is_file():

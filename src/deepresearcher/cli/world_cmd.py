@@ -29,7 +29,7 @@ def build(
     import time
 
     from deepresearcher.errors import ConfigError
-    from deepresearcher.web.backends.local import build_index
+    from deepresearcher.web.backends.local_build import build_index
     from deepresearcher.world import build_world, iter_pages
     from deepresearcher.world.knowledge import SIZES
 

@@ -139,7 +139,7 @@ def build_eval_corpus(out: str | Path, data_dir: str | Path | None = None, *, in
             handle.write(orjson.dumps({"url": wiki_url(title), "title": title, "text": "\n\n".join(texts)}) + b"\n")
     report.pages, report.paragraphs = len(pages.texts), pages.paragraphs
     if index:
-        from deepresearcher.web.backends.local import build_index, read_corpus
+        from deepresearcher.web.backends.local_build import build_index, read_corpus
 
         stats = build_index(read_corpus(report.corpus_path), report.index_dir)
         report.index_seconds = round(stats.seconds, 2)

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from deepresearcher.config import Config
-from deepresearcher.web.backends.local import INDEX_FORMAT, build_index, index_format
+from deepresearcher.web.backends.local import INDEX_FORMAT, index_format
+from deepresearcher.web.backends.local_build import build_index
 from deepresearcher.world import GENERATOR_VERSION, build_world, iter_pages
 
 logger = logging.getLogger(__name__)
