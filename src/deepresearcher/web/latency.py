@@ -110,7 +110,8 @@ class LatencyEnvironment:
     def __init__(self, inner: Environment, config: LatencyConfig) -> None:
         self.inner = inner
         self.model = DelayModel(config)
-        self.seen: Counter[tuple[Kind, str]] = Counter()
+        # How often each (kind, content) was called, by a 16-byte digest: a long run makes millions of calls.
+        self.seen: Counter[bytes] = Counter()
         self.calls: dict[Kind, int] = dict.fromkeys(KINDS, 0)
         self.slept_s: dict[Kind, float] = dict.fromkeys(KINDS, 0.0)
         self._record: IO[bytes] | None = None
@@ -119,15 +120,16 @@ class LatencyEnvironment:
             self._record = config.record_file.open("ab")
 
     async def _wait(self, kind: Kind, content: str) -> None:
-        occurrence = self.seen[kind, content]
-        self.seen[kind, content] += 1
+        key = hashlib.blake2b(orjson.dumps([kind, content]), digest_size=16).digest()
+        occurrence = self.seen[key]
+        self.seen[key] += 1
         delay = self.model.delay(kind, content, occurrence)
         self.calls[kind] += 1
         self.slept_s[kind] += delay
         if delay > 0:
             await asyncio.sleep(delay)
 
-    def _recorded(self, kind: Kind, started: float) -> None:
+    def _record_latency(self, kind: Kind, started: float) -> None:
         if self._record is not None:
             self._record.write(orjson.dumps({"kind": kind, "seconds": round(time.perf_counter() - started, 6)}) + b"\n")
             self._record.flush()
@@ -136,7 +138,7 @@ class LatencyEnvironment:
         await self._wait("search", orjson.dumps([queries, top_k]).decode())
         started = time.perf_counter()
         results = await self.inner.search(queries, top_k)
-        self._recorded("search", started)
+        self._record_latency("search", started)
         return results
 
     async def browse(
@@ -146,7 +148,7 @@ class LatencyEnvironment:
         await self._wait("browse", orjson.dumps([question, urls]).decode())
         started = time.perf_counter()
         results = await self.inner.browse(question, urls, notes=notes, queries=queries)
-        self._recorded("browse", started)
+        self._record_latency("browse", started)
         return results
 
     def summary(self) -> dict[str, float | int]:
