@@ -105,7 +105,7 @@ class OracleResearcher:
         episode = OracleEpisode(task.id, "")
         context = ToolContext(task.question)
         if task.type in ("comparison", "two_page"):
-            values = [await self._lookup(hop.subject, hop.relation, context, episode) for hop in task.chain]
+            values = await self._lookup_both(task, context, episode)
             answer = self._combine(task, values)
         else:
             subject, answer = task.chain[0].subject, None
@@ -115,11 +115,22 @@ class OracleResearcher:
                 if answer is None:
                     break
                 subject = answer
+            values = []
         episode.answer = answer or UNANSWERABLE_ANSWER
-        reason = (f"The sources give {episode.answer}." if answer else
-                  "I could not find this information in any source.")
-        episode.turns.append(OracleTurn(f"<think>{reason}</think>\n<answer>{episode.answer}</answer>"))
+        episode.turns.append(OracleTurn(f"<think>{self._reason(task, values, answer)}</think>\n"
+                                        f"<answer>{episode.answer}</answer>"))
         return episode
+
+    async def _lookup_both(self, task: Task, context: ToolContext, episode: OracleEpisode) -> list[str | None]:
+        """The values of a two-entity task: both searches first, then both pages.
+
+        Searching for the second entity right after the question, rather than after the first page, keeps
+        its name a short search result away from the question it is copied from: a small model copies the
+        first entity's name reliably but garbles the second one when a page stands in between.
+        """
+        found = [await self._search(hop.subject, hop.relation, context, episode) for hop in task.chain]
+        return [await self._read(hop.subject, hop.relation, hits, context, episode)
+                for hop, hits in zip(task.chain, found, strict=True)]
 
     @staticmethod
     def _combine(task: Task, values: list[str | None]) -> str | None:
@@ -129,15 +140,36 @@ class OracleResearcher:
             return "yes" if values[0] == values[1] else "no"
         return task.chain[comparison_winner(task.question, [int(v) for v in values])].subject  # type: ignore[arg-type]
 
+    def _reason(self, task: Task, values: list[str | None], answer: str | None) -> str:
+        """The last thought: a two-entity answer restates both values first, so the comparison is made between
+        values written side by side rather than recalled from two pages."""
+        if answer is None:
+            return "I could not find this information in any source."
+        if values:
+            stated = ", ".join(f"{hop.subject} {pages.number_text(v)}" for hop, v in zip(task.chain, values, strict=True)
+                               if v is not None)
+            return f"{stated}." if self.terse else f"The sources give {stated}, so the answer is {answer}."
+        return f"The sources give {answer}."
+
     async def _lookup(self, subject: str, relation: str, context: ToolContext, episode: OracleEpisode,
                       pages: int = 1) -> str | None:
+        hits = await self._search(subject, relation, context, episode)
+        return await self._read(subject, relation, hits, context, episode, pages)
+
+    async def _search(self, subject: str, relation: str, context: ToolContext,
+                      episode: OracleEpisode) -> list[dict]:
+        """Search the relation's natural query; the hits it returned."""
         query = RELATIONS[relation].query.format(s=subject)
         noun = RELATIONS[relation].noun.format(s=subject)
         search_think = f"I need {noun}." if self.terse else f"I need {noun}. Let me search for it."
         search_text = f"<think>{search_think}</think>\n" + _call("web_search", {"query": [query]})
         outcome = await self.toolbox.call("web_search", {"query": [query]}, context)
         episode.turns.append(OracleTurn(search_text, outcome.text))
-        hits = [h for result in (outcome.raw or []) for h in result.get("web_page_info_list", [])]
+        return [h for result in (outcome.raw or []) for h in result.get("web_page_info_list", [])]
+
+    async def _read(self, subject: str, relation: str, hits: list[dict], context: ToolContext,
+                    episode: OracleEpisode, pages: int = 1) -> str | None:
+        """The value of ``relation`` read from the snippets (without browsing) or from the best ``pages`` hits."""
         if not self.use_browse:
             found = [extract_value(relation, subject, h["quick_summary"], h["title"]) for h in hits]
             return next((v for v in found if v), None)
@@ -146,6 +178,7 @@ class OracleResearcher:
         urls = [h["url"] for h in ranked[:pages]]
         if not urls:
             return None
+        noun = RELATIONS[relation].noun.format(s=subject)
         browse_think = "Reading it." if self.terse else f"These pages should state {noun}."
         browse_text = f"<think>{browse_think}</think>\n" + _call("browse_webpage", {"url_list": urls})
         outcome = await self.toolbox.call("browse_webpage", {"url_list": urls}, context)

@@ -87,7 +87,8 @@ def _a(noun: str) -> str:
     return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
-def _number(value: str) -> str:
+def number_text(value: str) -> str:
+    """A number as pages print it (thousands separated from five digits on, so years stay bare)."""
     return f"{int(value):,}" if value.isdigit() and len(value) > 4 else value
 
 
@@ -174,8 +175,8 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         country, pop = v("country"), v("population")
         lead = f"{name} is a settlement with a long and eventful history."
         facts = [f"The city lies in {country}." if country else "",
-                 f"At the latest census it had {_number(pop)} inhabitants." if pop else ""]
-        box = _infobox(_labelled(country=country, population=_number(pop) if pop else None))
+                 f"At the latest census it had {number_text(pop)} inhabitants." if pop else ""]
+        box = _infobox(_labelled(country=country, population=number_text(pop) if pop else None))
     elif entity.kind == "country":
         cities = kb.inverse("country", name)
         lead = f"{name} is a country."
@@ -217,7 +218,7 @@ def _city_lists(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[Ren
         for city in kb.inverse("country", country.name):
             w.value(kb.fact(city, "country"))
             pop = w.value(kb.fact(city, "population"))
-            rows.append(f"<tr><td>{_e(city)}</td><td>{_e(_number(pop)) if pop else 'n/a'}</td></tr>")
+            rows.append(f"<tr><td>{_e(city)}</td><td>{_e(number_text(pop)) if pop else 'n/a'}</td></tr>")
         title = LIST_TITLES["country"].format(v=country.name)
         head = "".join(f"<th>{_e(c)}</th>" for c in LIST_COLUMNS["population"])
         body = (f"<p>This is a list of cities in {_e(country.name)} with their population.</p>"
@@ -309,7 +310,7 @@ def _blogs(kb: KnowledgeBase, ev: Evidence, rng: random.Random, handles: list[st
         url = f"https://{handle}.quillblog.net/posts/{slug(subject).lower()}-{relation.replace('_', '-')}"
         w = _PageWriter(kb, ev, url, reliable=False)
         value = w.value(kb.fact(subject, relation))
-        stated = RELATIONS[relation].sentence.format(s=subject, v=_number(value or ""))
+        stated = RELATIONS[relation].sentence.format(s=subject, v=number_text(value or ""))
         title = f"Some things I learned about {subject}"
         body = _paragraphs([
             f"I have been reading about {subject} for a while now, and wanted to share some notes.",
