@@ -47,6 +47,8 @@ __all__ = [
     "behaviour_rates",
     "behaviour_rows",
     "flat_rates",
+    "observed_text",
+    "rates_by_benchmark",
     "rates_by_type",
 ]
 
@@ -189,13 +191,23 @@ class BehaviourRecord:
         return {**asdict(self), "tags": self.tags}
 
 
+def observed_text(trajectory: Trajectory) -> str:
+    """Everything the agent read, in order: hits' titles and snippets, page notes (not its queries, URLs or
+    errors). The grounding rule searches it; the grounding judge reads it."""
+    return _read_text([c for c in _calls(trajectory) if not c.failed])
+
+
+def _read_text(calls: list[_Call]) -> str:
+    return "\n".join(c.text for c in calls)
+
+
 def behaviour_record(trajectory: Trajectory, task: TaskLabels | Any) -> BehaviourRecord:
     """The behaviours of one episode on ``task`` (``TaskLabels``, a task dict or a ``QATask``)."""
     labels = task if isinstance(task, TaskLabels) else TaskLabels.from_task(task)
     calls = [c for c in _calls(trajectory) if not c.failed]
     answer = trajectory.answer
     abstained = says_cannot_find(answer)
-    seen_text = "\n".join(c.text for c in calls)
+    seen_text = _read_text(calls)
     checkable = answer is not None and not abstained and normalize_answer(answer) not in YES_NO | {""}
     read = list(dict.fromkeys(u for c in calls for u in c.read))
     record = BehaviourRecord(
@@ -355,6 +367,22 @@ def rates_by_type(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> dic
         groups[kind].append(record)
     out = {kind: behaviour_rates(groups[kind]) for kind in sorted(groups)}
     out["all"] = behaviour_rates(r for kind in sorted(groups) for r in groups[kind])
+    return out
+
+
+def rates_by_benchmark(records: Iterable[Mapping[str, Any]], order: list[str] | None = None
+                       ) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """Eval records (with their ``behaviour``) as ``{benchmark: {type: rates, ..., "all": rates}}``; a benchmark
+    of one type (a real one) has its ``all`` only. Records written before behaviours were measured are left out."""
+    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        if record.get("behaviour"):
+            grouped[record["benchmark"]].append(record["behaviour"])
+    names = [b for b in (order or []) if b in grouped] + sorted(b for b in grouped if b not in (order or []))
+    out = {}
+    for name in names:
+        groups = rates_by_type(grouped[name])
+        out[name] = groups if len(groups) > 2 else {"all": groups["all"]}
     return out
 
 
