@@ -252,3 +252,11 @@ def test_a_qatask_gives_its_labels_from_its_metadata():
                             "chain": HOP2["chain"]})
     labels = TaskLabels.from_task(task)
     assert (labels.type, labels.world, len(labels.chain)) == ("hop2", True, 2)
+
+
+def test_an_observation_kept_only_as_text_still_grounds_and_names_its_queries():
+    """Records that kept the observation as the policy read it (no raw result) are read from that text."""
+    call = ToolCallRecord(name="web_search", arguments={"query": ["Acme Corp founder"]},
+                          text="search: Acme Corp founder\n1. Acme Corp | https://x.test | founded by Ann Lee")
+    record = behaviour_record(episode(TurnRecord(text="", tool_call=call), answer="Ann Lee"), HOP2)
+    assert record.grounded is True and record.plan == "skipped"  # Ann Lee, hop 2's subject, was never searched

@@ -109,6 +109,8 @@ class _Call:
 
 
 def _calls(trajectory: Trajectory) -> list[_Call]:
+    """The episode's tool calls in order, their observations read from the raw result (either protocol's shape),
+    or from the observation text when a record kept no raw result."""
     out = []
     for turn in trajectory.turns:
         call = turn.tool_call
@@ -118,31 +120,41 @@ def _calls(trajectory: Trajectory) -> list[_Call]:
         key = call.name + ":" + "|".join(
             normalize_answer(str(v)) for k in sorted(arguments) for v in _as_list(arguments[k]))
         item = _Call(call.name, key, failed=call.error is not None)
-        raw = call.observation if isinstance(call.observation, list) else None
-        if raw is None:
+        if not isinstance(call.observation, list):
             item.text = call.text if call.error is None else ""
             item.queries = [str(q) for q in _as_list(arguments.get("query"))]
-        texts = []
-        for entry in raw or []:
-            if not isinstance(entry, dict):
-                continue
-            if call.name == "web_search":
-                item.queries.append(str(entry.get("search_query", "")))
-                for hit in entry.get("web_page_info_list") or []:
-                    if isinstance(hit, dict):
-                        url, said = str(hit.get("url", "")), f"{hit.get('title', '')}\n{hit.get('quick_summary', '')}"
-                        item.shown.append(url)
-                        item.text_by_url[url] = item.text_by_url.get(url, "") + "\n" + said
-                        texts.append(said)
-            elif "error" not in entry:
-                url, notes = str(entry.get("url", "")), page_notes(entry.get("information"))
-                item.read.append(url)
-                item.text_by_url[url] = item.text_by_url.get(url, "") + "\n" + notes
-                texts.append(notes)
-        if raw is not None:
-            item.text = "\n".join(texts)
+        else:
+            entries = [e for e in call.observation if isinstance(e, dict)]
+            item.text = "\n".join(_read_search(item, entries) if call.name == "web_search" else _read_pages(item, entries))
         out.append(item)
     return out
+
+
+def _read_search(item: _Call, entries: list[dict[str, Any]]) -> list[str]:
+    """A search's queries and hits into ``item``; returns what the agent read (titles and snippets)."""
+    texts = []
+    for entry in entries:
+        item.queries.append(str(entry.get("search_query", "")))
+        for hit in entry.get("web_page_info_list") or []:
+            if isinstance(hit, dict):
+                url, said = str(hit.get("url", "")), f"{hit.get('title', '')}\n{hit.get('quick_summary', '')}"
+                item.shown.append(url)
+                item.text_by_url[url] = item.text_by_url.get(url, "") + "\n" + said
+                texts.append(said)
+    return texts
+
+
+def _read_pages(item: _Call, entries: list[dict[str, Any]]) -> list[str]:
+    """A browse's pages read without error into ``item``; returns their notes."""
+    texts = []
+    for entry in entries:
+        if "error" in entry:
+            continue
+        url, notes = str(entry.get("url", "")), page_notes(entry.get("information"))
+        item.read.append(url)
+        item.text_by_url[url] = item.text_by_url.get(url, "") + "\n" + notes
+        texts.append(notes)
+    return texts
 
 
 def _as_list(value: Any) -> list[Any]:
