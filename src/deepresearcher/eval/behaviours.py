@@ -75,8 +75,8 @@ class TaskLabels:
 
     @property
     def world(self) -> bool:
-        """Labelled by the world (evidence URLs); real questions are not."""
-        return bool(self.evidence_urls)
+        """Labelled by the world (evidence URLs, a chain); real questions are not."""
+        return bool(self.evidence_urls or self.chain)
 
     @classmethod
     def from_task(cls, task: Any) -> TaskLabels:
@@ -224,7 +224,7 @@ def behaviour_record(trajectory: Trajectory, task: TaskLabels | Any) -> Behaviou
     read = list(dict.fromkeys(u for c in calls for u in c.read))
     record = BehaviourRecord(
         type=labels.type, answered=answer is not None, abstained=abstained, answerable=labels.answerable,
-        grounded=_covers(seen_text, answer) if checkable and answer is not None else None,
+        grounded=_covers(seen_text, answer or "") if checkable else None,
         pages_read=len(read), sites_read=len({urlsplit(u).hostname or u for u in read}),
         repeated_calls=len(calls) - len({c.key for c in calls}), world=labels.world,
     )
