@@ -80,6 +80,8 @@ def test_two_steps_then_resume_matches_uninterrupted_run(tiny_model_dir: Path, t
 
     tags = [t for e in events for t in EventAccumulator(str(e)).Reload().Tags()["scalars"]]
     assert any(t.endswith("behaviour/repeated_calls") for t in tags), tags
+    sampled = [json.loads(line) for line in (stopped / "samples" / "step_00002.jsonl").read_text().splitlines()]
+    assert all("tags" in s["metadata"]["behaviour"] for s in sampled), "each sample keeps its behaviours"
     before = load_file(str(tiny_model_dir / "model.safetensors"))
     after = load_file(str(stopped / "model" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before), "GRPO did not change any weight"

@@ -278,10 +278,14 @@ def summarize(trajectories: list[Trajectory], scores: list[dict[str, float]], gr
 
 def behaviour_metrics(trajectories: list[Trajectory], tasks: list[dict[str, Any]]) -> dict[str, float]:
     """The step's research behaviours (``eval.behaviours``) as flat numbers: ``behaviour/<rate>`` and
-    ``behaviour/<rate>_n``, the episodes behind it (NaN, null in metrics.jsonl, where no episode gave a case)."""
+    ``behaviour/<rate>_n``, the episodes behind it (NaN, null in metrics.jsonl, where no episode gave a case).
+    Each episode keeps its own record in ``metadata["behaviour"]`` (the run report's viewer filters by it)."""
     from deepresearcher.eval.behaviours import behaviour_rates, behaviour_record, flat_rates
 
-    return flat_rates(behaviour_rates(behaviour_record(t, task) for t, task in zip(trajectories, tasks, strict=True)))
+    records = [behaviour_record(t, task) for t, task in zip(trajectories, tasks, strict=True)]
+    for trajectory, record in zip(trajectories, records, strict=True):
+        trajectory.metadata["behaviour"] = record.to_dict()
+    return flat_rates(behaviour_rates(records))
 
 
 def log_to_trainer(trainer: Any, values: dict[str, float]) -> None:
