@@ -832,6 +832,12 @@ class EvalConfig(Section):
         "counts as incorrect (`unparsed`). The original asked without a bound; reports give the bound and the "
         "unparsed replies. A temperature-0 prompt (`rearter`) is asked once.",
     )
+    judge_grounding: bool = Field(
+        True,
+        description="With a judge (`eval.judge`), also ask it once per checkable answer whether the observations the "
+        "agent read support the answer (temperature 0, True/False), and report its agreement with the grounding rule "
+        "of the behaviour table (docs/eval.md). False: the rule alone, no extra judge calls.",
+    )
 
 
 PROTOCOL_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {

@@ -151,3 +151,30 @@ async def test_mbe_asks_again_until_a_reply_holds_a_judgement():
 def test_parse_mbe_reads_the_json_judgement(reply, expected):
     """Only a JSON object's ``judgement``, exactly ``correct`` or ``incorrect`` as the original required, decides."""
     assert parse_mbe(reply) is expected
+
+
+async def test_the_grounding_judge_reads_the_observations_and_is_cached(tmp_path):
+    """``supported``: the question, the observations (cut to ``GROUNDING_EVIDENCE_CHARS``) and the answer at
+    temperature 0; True/False decides, anything else is no label; a second ask on the same cache costs nothing."""
+    from deepresearcher.eval.judge import GROUNDING_EVIDENCE_CHARS
+
+    path = tmp_path / "cache.sqlite"
+    evidence = "Dune is a novel by Frank Herbert. " + "x" * (2 * GROUNDING_EVIDENCE_CHARS)
+    with OpenAIEmulator([Reply(text="True"), Reply(text="I cannot tell")]).running() as server:
+        for _ in range(2):
+            judge = Judge(_client(server), cache=WebCache(path))
+            try:
+                verdict = await judge.supported("Who wrote Dune?", "Frank Herbert", evidence)
+            finally:
+                await judge.aclose()
+            assert (verdict.correct, verdict.by) == (True, "model")
+        judge = Judge(_client(server))
+        try:
+            unclear = await judge.supported("Who wrote Dune?", "Tolkien", evidence)
+        finally:
+            await judge.aclose()
+    assert (unclear.correct, unclear.by, unclear.unparsed) == (False, "unparsed", 1)
+    assert len(server.requests) == 2 and server.requests[0]["temperature"] == 0.0
+    prompt = server.requests[0]["messages"][-1]["content"]
+    assert "Question: Who wrote Dune?" in prompt and "Answer: Frank Herbert" in prompt and "by Frank Herbert" in prompt
+    assert len(prompt) < GROUNDING_EVIDENCE_CHARS + 1000

@@ -17,6 +17,9 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     """Four questions: right, partly right, wrong, no answer; the judge is asked only about the non-exact ones."""
     out = tmp_path / "eval"
     def mbe(body: dict) -> Reply:  # the paper's judge replies in JSON
+        prompt = body["messages"][-1]["content"]
+        if prompt.startswith("A research agent read"):  # grounding: supported unless the answer is Herbert or Saturn
+            return Reply(text=str(not ("Answer: Herbert" in prompt or "Answer: Saturn" in prompt)))
         verdict = "correct" if "herbert" in str(body).lower() else "incorrect"
         return Reply(text=f'{{"rationale": "checked", "judgement": "{verdict}"}}')
 
@@ -26,7 +29,9 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
             "eval.judge.kind=openai", f"eval.judge.base_url={judge.base_url}", "eval.judge.model=judge-emu",
         ])
         result = run_eval(cfg, out, data_file=qa_file, policy=make_policy())
-        judged = [r["messages"][-1]["content"] for r in judge.requests]
+        asked = [r["messages"][-1]["content"] for r in judge.requests]
+    judged = [p for p in asked if "pred_answer:" in p]  # MBE; the rest ask whether the observations support the answer
+    grounding = [p for p in asked if p.startswith("A research agent read")]
     assert (result.ran, result.total) == (4, 4)
     assert policy_server.seeds == {None}  # greedy: no seed sent
     records = {r["question"]: r for r in read_records(out / "trajectories.jsonl")}
@@ -37,6 +42,10 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert (planet["f1"], planet["judge"], planet["judge_by"]) == (0.0, 0.0, "model")
     assert nile["answer"] is None and nile["termination"] == "max_turns" and nile["judge_by"] == "no_answer"
     assert len(judged) == 2 and any("pred_answer: saturn" in p for p in judged)
+    assert len(grounding) == 3 and len(asked) == 5  # the three answers; none for the episode without one
+    assert (paris["behaviour"]["grounded"], planet["behaviour"]["grounded"]) == (True, False)
+    assert [r["behaviour"]["judged_grounded"] for r in (paris, dune, planet)] == [True, False, False]
+    assert dune["behaviour"]["grounded"] is True  # the rule and the judge disagree here
     hits = paris["trajectory"]["turns"][0]["tool_call"]["observation"][0]["web_page_info_list"]
     assert hits[0]["url"] == "https://example.org/paris"
 
@@ -54,6 +63,10 @@ def test_eval_scores_writes_reports_and_resumes(policy_server, qa_file, eval_ove
     assert (nq["judge_asked"], nq["judge_unparsed"], metrics["meta"]["judge_attempts"]) == (1, 0, 100)
     assert "asked up to 100 times for a verdict; 2 calls, 0 replies without a verdict" in md
     assert "F1 (DeepResearcher)" in md and "EM (SQuAD)" in md and "prompt `deepresearcher`" in md
+    hotpot_behaviour = metrics["behaviours"]["hotpotqa"]["all"]
+    assert hotpot_behaviour["grounded"] == {"rate": 0.0, "n": 1} and hotpot_behaviour["episodes"]["n"] == 2
+    assert "## Research behaviours" in md and "| hotpotqa | 2 | 0% (1) | 100% (1) |" in md and "judge agrees" in md
+    assert metrics["behaviours"]["nq"]["all"]["judge_agreement"] == {"rate": 0.5, "n": 2}
     assert "judge-emu" in md and used.config_hash() in md and "top-k 10" in md and "extractive" in md
     html = (out / "report.html").read_text()
     assert "Which river flows through Cairo?" in html and "<script src" not in html and "http" not in html.split("<script")[0].split("<style")[0]
@@ -168,3 +181,11 @@ def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(world_eva
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert "## No-tools baselines: world" in md and "| all | 40 |" in md and "relation prior" in md
     assert "No-tools baselines: world" in html and "relation prior" in html
+    behaviours = metrics["behaviours"]["world"]  # per task type, from the world's labels
+    assert set(behaviours) == {tasks[r["task_id"]].type for r in records} | {"all"}
+    unanswerable = sum(not tasks[r["task_id"]].answerable for r in records)
+    assert behaviours["all"]["abstention_recall"] == {"rate": 0.0, "n": unanswerable} and unanswerable >= 1
+    assert behaviours["all"]["grounded"]["n"] == 0  # "no" is not checkable
+    hops = sum(tasks[r["task_id"]].type in ("hop2", "hop3") for r in records)
+    assert behaviours["all"]["plan_in_order"]["n"] == hops >= 1
+    assert "## Research behaviours" in md and "| world / hop2 |" in md and "Research behaviours" in shown.output

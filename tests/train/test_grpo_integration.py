@@ -71,7 +71,17 @@ def test_two_steps_then_resume_matches_uninterrupted_run(tiny_model_dir: Path, t
     assert -1.0 <= metrics[0]["reward"] <= 1.0
     assert (stopped / "checkpoints" / "checkpoint-2").is_dir()
     assert (stopped / "config.yaml").is_file()
-    assert list((stopped / "tensorboard").rglob("events.out.tfevents*")), "no TensorBoard event file in the run"
+    events = list((stopped / "tensorboard").rglob("events.out.tfevents*"))
+    assert events, "no TensorBoard event file in the run"
+    # The research behaviours of each step's 4 rollouts, with the episodes behind each rate, in both logs.
+    assert metrics[-1]["behaviour/repeated_calls_n"] == 4 and metrics[-1]["behaviour/repeated_calls"] >= 0
+    assert "behaviour/grounded" in metrics[-1] and "behaviour/abstention_recall_n" in metrics[-1]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tags = [t for e in events for t in EventAccumulator(str(e)).Reload().Tags()["scalars"]]
+    assert any(t.endswith("behaviour/repeated_calls") for t in tags), tags
+    sampled = [json.loads(line) for line in (stopped / "samples" / "step_00002.jsonl").read_text().splitlines()]
+    assert all("tags" in s["metadata"]["behaviour"] for s in sampled), "each sample keeps its behaviours"
     before = load_file(str(tiny_model_dir / "model.safetensors"))
     after = load_file(str(stopped / "model" / "model.safetensors"))
     assert any(not torch.equal(before[k], after[k]) for k in before), "GRPO did not change any weight"

@@ -68,6 +68,16 @@ def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, 
     assert "{'world'" not in page, "timings are a table, not a Python dict"
     viewer = (run / "heldout_after_grpo" / "report.html").read_text()
     assert held_out[0]["question"] in viewer and held_out[0]["question"] in page
+    # Research behaviours: the oracle's (its SFT episodes) beside the best no-tools baseline's and each stage's.
+    behaviours = summary["behaviours"]
+    assert set(behaviours) == {"oracle (SFT episodes)", "best no-tools baseline", "after SFT", "after GRPO"}
+    oracle, guess = behaviours["oracle (SFT episodes)"]["all"], behaviours["best no-tools baseline"]["all"]
+    assert oracle["episodes"]["n"] == 24 and guess["episodes"]["n"] == behaviours["after GRPO"]["all"]["episodes"]["n"] == 6
+    assert oracle["grounded"]["n"] > 0 and oracle["grounded"]["rate"] > 0.9, "the oracle answers what it read"
+    assert guess["grounded"]["rate"] in (0.0, None) and guess["pages_per_answer"]["rate"] in (0.0, None)
+    assert all(row["behaviour"]["type"] == row["type"] for row in held_out)
+    assert "Research behaviours: the oracle" in page and "Research behaviours by task type" in page
+    assert "research behaviours (rate and cases" in output and "| oracle (SFT episodes) | 24 |" in output
 
 
 

@@ -266,6 +266,8 @@ def test_paper_recipe_trains_two_steps_on_verl_parquet_against_an_offline_index(
         assert "heldout_f1" in metrics[1] and "heldout_f1" not in metrics[0], "evaluated every 2 steps"
         (live,) = [json.loads(line) for line in (run / "eval_step_00002.jsonl").read_text().splitlines()]
         assert live["id"] == "questions_0" and live["f1"] == metrics[1]["heldout_f1"]
+        assert metrics[1]["heldout_behaviour/repeated_calls_n"] == 1 and "behaviour" in live  # research behaviours too
+        assert json.loads((run / "heldout_behaviours.json").read_text())["all"]["episodes"]["n"] == 1
     assert [m["step"] for m in metrics] == [1, 2] and all(-1.0 <= m["reward"] <= 1.0 for m in metrics)
     samples = _samples(run)
     assert samples and all(s["question"] in questions and s["golds"] == questions[s["question"]] for s in samples)

@@ -66,7 +66,7 @@ def eval_command(
         TimeElapsedColumn,
     )
 
-    from deepresearcher.eval.report import baseline_tables, markdown_table
+    from deepresearcher.eval.report import baseline_tables, behaviour_table, markdown_table
     from deepresearcher.eval.runner import run_eval
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -80,6 +80,9 @@ def eval_command(
     typer.echo(markdown_table(result.metrics))
     for label, table in baseline_tables(result.metrics):
         typer.echo(f"\nNo-tools baselines of {label} (F1 in percent, fitted on its train split):\n" + table.markdown())
+    if (behaviours := behaviour_table(result.metrics)) is not None:
+        typer.echo("\nResearch behaviours (rate, and the episodes it is measured on; docs/eval.md):\n"
+                   + behaviours.markdown())
     typer.echo(f"\n{result.ran} rollouts run now, {result.total} in the eval; reports in {out}/report.md and "
                f"{out}/report.html (config hash {result.metrics['meta']['config_hash']}).")
 

@@ -43,7 +43,7 @@ from deepresearcher.errors import BackendError
 from deepresearcher.llm.base import ChatClient, Message
 from deepresearcher.reward import deepresearcher_normalize, exact_match, normalize_answer
 
-__all__ = ["JUDGE_PROMPTS", "MBE_PROMPT", "REARTER_PROMPT", "Judge", "JudgePrompt", "Verdict", "parse_mbe", "parse_verdict"]
+__all__ = ["GROUNDING_PROMPT", "JUDGE_PROMPTS", "MBE_PROMPT", "REARTER_PROMPT", "Judge", "JudgePrompt", "Verdict", "parse_mbe", "parse_verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +81,18 @@ REARTER_PROMPT = (
     "Reply with one word: True or False."
 )
 """ReARTeR's judge instruction (its LLM-as-judge accuracy; R1-Searcher reused it), golds joined by `` | ``."""
+
+GROUNDING_PROMPT = (
+    "A research agent read the search results and page notes below, then answered the question. Is its answer "
+    "stated in, or directly supported by, these observations? Judge only the support the observations give, not "
+    "whether the answer is true.\n\nQuestion: {question}\n\nObservations:\n{evidence}\n\nAnswer: {answer}\n\n"
+    "Reply with one word: True or False."
+)
+"""The judged label of the behaviour table's grounding (``eval.judge_grounding``): one call at temperature 0."""
+GROUNDING_VERSION = "dr-grounding-v1"
+"""Part of the grounding verdicts' cache keys: change it whenever ``GROUNDING_PROMPT`` changes."""
+GROUNDING_EVIDENCE_CHARS = 12000
+"""Observations shown to the grounding judge at most (the first ones, in reading order), so long episodes fit."""
 
 _POSITIVE = {"true", "correct", "yes"}
 _NEGATIVE = {"false", "incorrect", "no", "wrong"}
@@ -246,6 +258,27 @@ class Judge:
                 return Verdict(decided, "model", reply, asked=attempt + 1, unparsed=attempt)
         logger.info("judge reply without a verdict after %d attempts: %r", self.attempts, reply[:120])
         return Verdict(False, "unparsed", reply, asked=self.attempts, unparsed=self.attempts)
+
+    async def supported(self, question: str, answer: str, evidence: str) -> Verdict:
+        """Whether ``evidence`` (the observations an agent read) supports ``answer``: the judged label beside the
+        behaviour table's grounding rule. ``by`` is ``model`` for a verdict, ``unparsed`` or ``error`` for none."""
+        evidence = evidence[:GROUNDING_EVIDENCE_CHARS]
+        messages: list[Message] = [{"role": "user", "content": GROUNDING_PROMPT.format(
+            question=question.strip(), evidence=evidence, answer=answer.strip())}]
+
+        async def ask() -> str:
+            return (await self.client.chat(messages, max_tokens=8, temperature=0.0)).text
+
+        request = {"question": question, "answer": answer.strip(), "evidence": evidence}
+        try:
+            reply = await ask() if self.cache is None else await self.cache.cached(
+                "judge", self.model_name, request, {"prompt": GROUNDING_VERSION}, ask)
+        except BackendError as exc:
+            logger.warning("grounding judge %s failed on %r: %s", self.model_name, question[:80], exc)
+            return Verdict(False, "error", str(exc), asked=1)
+        decided = parse_verdict(reply)
+        return Verdict(bool(decided), "unparsed" if decided is None else "model", reply, asked=1,
+                       unparsed=int(decided is None))
 
     async def aclose(self) -> None:
         """Close the client, and the cache if one was given (the judge owns both)."""

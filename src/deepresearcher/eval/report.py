@@ -24,9 +24,10 @@ import orjson
 
 from deepresearcher.config import Config
 from deepresearcher.eval.aggregate import METRICS, summarize
+from deepresearcher.eval.behaviours import behaviour_rows, rates_by_benchmark
 from deepresearcher.reports import ReportPage, Table
 
-__all__ = ["baseline_tables", "markdown_table", "metrics_document", "metrics_table", "render_html", "report_meta",
+__all__ = ["baseline_tables", "behaviour_table", "markdown_table", "metrics_document", "metrics_table", "render_html", "report_meta",
            "write_reports"]
 
 _LABELS = {
@@ -89,7 +90,7 @@ def metrics_document(records: list[dict[str, Any]], config: Config, order: list[
                 continue
             results.append({"benchmark": name, "metric": metric, "aggregate": aggregate, "value": value,
                             "n": row["questions"], **{m: meta[m] for m in _META_KEYS}})
-    return {"meta": meta, **table, "results": results}
+    return {"meta": meta, **table, "results": results, "behaviours": rates_by_benchmark(records, order)}
 
 
 def _pct(value: float | None) -> str:
@@ -158,6 +159,22 @@ def baseline_tables(document: dict[str, Any]) -> list[tuple[str, Table]]:
     return tables
 
 
+def behaviour_table(document: dict[str, Any]) -> Table | None:
+    """The research behaviours per benchmark (and per task type of a world benchmark): rate (cases)."""
+    groups = {(label if kind == "all" else f"{label} / {kind}"): rates
+              for label, by_type in document.get("behaviours", {}).items() for kind, rates in by_type.items()}
+    return Table.from_records(behaviour_rows(groups, label="benchmark")) if groups else None
+
+
+BEHAVIOURS_NOTE = ("Research behaviours (docs/eval.md), each cell the rate and, in brackets, the episodes it is "
+                   "measured on: grounded / unsupported answers (the answer appears, or not, in what the agent read), "
+                   "pages and sites read per answer, on conflict tasks whether it saw the reliable and the "
+                   "contradicting page and believed the reliable one, after a search without the needed evidence a "
+                   "new query (reflected) or the same one, identical calls repeated per episode, abstention precision "
+                   "and recall, on hop2/hop3 world tasks searches that follow the chain in order, on real questions "
+                   "a later query built from a name read in the results.")
+
+
 BASELINES_NOTE = ("F1 in percent by task type. The baselines answer without tools, from guesses fitted on the "
                   "world's train split only: type prior (best constant answer per type), relation prior (per type "
                   "and relation), cannot find; best: per type, the one that did best on held-out training tasks. "
@@ -168,11 +185,13 @@ def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:
     """``report.html``: the table, the no-tools baselines of world benchmarks, the settings and every rollout."""
     meta = document["meta"]
     baselines = baseline_tables(document)
+    behaviours = behaviour_table(document)
     return ReportPage(
         "deepresearcher evaluation",
         notes=[f"Metrics in percent (mean@{meta['samples']}); the average row is the unweighted mean over benchmarks.",
-               *([BASELINES_NOTE] if baselines else [])],
-        tables={"": metrics_table(document), **{f"No-tools baselines: {label}": t for label, t in baselines}},
+               *([BASELINES_NOTE] if baselines else []), *([BEHAVIOURS_NOTE] if behaviours else [])],
+        tables={"": metrics_table(document), **{f"No-tools baselines: {label}": t for label, t in baselines},
+                **({"Research behaviours": behaviours} if behaviours else {})},
         settings=settings_lines(meta, document["average"]), records=records, doc_title=f"deepresearcher eval {meta['config_hash']}",
     ).html()
 
@@ -201,6 +220,9 @@ def write_reports(out: Path, records: list[dict[str, Any]], config: Config, orde
     ]
     for label, table in baseline_tables(document):
         md += [f"## No-tools baselines: {label}", "", BASELINES_NOTE, "", table.markdown(), ""]
+    behaviours = behaviour_table(document)
+    if behaviours is not None:
+        md += ["## Research behaviours", "", BEHAVIOURS_NOTE, "", behaviours.markdown(), ""]
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
     (out / "report.html").write_text(render_html(document, records), encoding="utf-8")
     return document

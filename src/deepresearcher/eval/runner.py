@@ -43,6 +43,7 @@ __all__ = [
     "EvalResult",
     "data_file_split",
     "file_benchmarks",
+    "judge_behaviour",
     "judge_trajectory",
     "load_eval_tasks",
     "read_records",
@@ -78,7 +79,8 @@ def _world_tasks(config: Config, split: str, limit: int | None) -> list[QATask]:
     tasks = load_tasks(ensure_world(config), split)[:limit]
     return [
         QATask(id=t.id, source=WORLD, question=t.question, golds=t.golds, split=split,
-               metadata={"type": t.type, "answerable": t.answerable})
+               metadata={"type": t.type, "answerable": t.answerable, "evidence_urls": t.evidence_urls,
+                         "chain": t.to_dict()["chain"]})
         for t in tasks
     ]
 
@@ -265,6 +267,19 @@ async def judge_trajectory(trajectory: Any, task: QATask, judge: Any, config: Co
     }
 
 
+async def judge_behaviour(trajectory: Any, task: QATask, judge: Any) -> dict[str, Any]:
+    """The rollout's research behaviours (``eval.behaviours``: the task's labels on world tasks, heuristics on
+    real questions); with a ``judge``, its own label of the grounding (``judged_grounded``: None without a verdict)
+    for the report's agreement with the rule."""
+    from deepresearcher.eval.behaviours import behaviour_record, observed_text
+
+    record = behaviour_record(trajectory, task).to_dict()
+    if judge is not None and record["grounded"] is not None:
+        verdict = await judge.supported(task.question, trajectory.answer or "", observed_text(trajectory))
+        record["judged_grounded"] = verdict.correct if verdict.by == "model" else None
+    return record
+
+
 # ---------------------------------------------------------------------------------------------- rollouts
 
 
@@ -354,12 +369,13 @@ async def _run_pending(
                                 metadata={"benchmark": benchmark, "sample": sample})
                 )
                 scored = await judge_trajectory(trajectory, task, judge, config)
+                behaviour = await judge_behaviour(trajectory, task, judge if config.eval.judge_grounding else None)
             record = {
                 "benchmark": benchmark, "task_id": task.id, "sample": sample,
                 "seed": config.eval.seed + sample, "split": task.split, "question": task.question,
                 "golds": task.golds, "answer": trajectory.answer, "termination": trajectory.termination,
                 "turns": len(trajectory.turns), "seconds": trajectory.metadata.get("seconds", 0.0),
-                **scored, "trajectory": trajectory.model_dump(mode="json"),
+                **scored, "behaviour": behaviour, "trajectory": trajectory.model_dump(mode="json"),
             }
             handle.write(orjson.dumps(record) + b"\n")  # one write per record, synced: a kill loses no finished one
             handle.flush()

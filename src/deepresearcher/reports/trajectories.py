@@ -7,8 +7,10 @@ the page needs no server or network. A record is a scored rollout with its ``tra
 of ``agent.trajectory.Trajectory``): one line of an eval's ``trajectories.jsonl``, or a training
 run's sampled or held-out episode; ``group`` (else ``benchmark``) sorts it into a filter group.
 
-Filters (group, outcome, free text) live in the URL hash, e.g. ``report.html#bench=hotpotqa&outcome=wrong``,
-so a filtered view can be linked; ``&open=1`` expands every shown rollout. Outcome of a rollout:
+Filters (group, outcome, research behaviour, free text) live in the URL hash, e.g.
+``report.html#bench=hotpotqa&outcome=wrong&behaviour=unsupported``, so a filtered view can be linked; ``&open=1``
+expands every shown rollout. Behaviours are the tags an eval stored with the rollout (``behaviour.tags``:
+grounded, unsupported, abstained, reflected, ...; ``eval.behaviours``). Outcome of a rollout:
 
 - ``correct``: the judge says so; without a judge, cover-EM is 1 (or EM, where cover-EM was not scored);
 - ``partial``: not correct but F1 > 0;
@@ -99,6 +101,7 @@ def slim_record(record: dict[str, Any]) -> dict[str, Any]:
         "deepresearcher_f1": record.get("deepresearcher_f1"),
         "judge": record.get("judge"), "judge_by": record.get("judge_by"), "termination": record.get("termination", ""),
         "format_ok": record.get("format_ok"), "outcome": outcome(record), "turns": turns,
+        "behaviours": list((record.get("behaviour") or {}).get("tags", [])),
     }
 
 
@@ -158,10 +161,12 @@ function renderTurn(t, i){
 }
 function renderRecord(r){
   const det=el('details','traj '+r.outcome); det.dataset.bench=r.group; det.dataset.outcome=r.outcome;
+  det.dataset.behaviours=' '+r.behaviours.join(' ')+' ';
   det.dataset.text=(r.question+' '+(r.answer||'')+' '+r.golds.join(' ')).toLowerCase();
   const sum=el('summary',null,r.question);
   if(r.group) sum.appendChild(el('span','badge',r.group)); sum.appendChild(el('span','badge',r.outcome));
   if(r.sample) sum.appendChild(el('span','badge','sample '+r.sample));
+  for(const b of r.behaviours) sum.appendChild(el('span','badge',b.replace(/_/g,' ')));
   det.appendChild(sum);
   det.addEventListener('toggle',()=>{ if(det.open && !det.dataset.filled){ det.dataset.filled='1';
     r.turns.forEach((t,i)=>det.appendChild(renderTurn(t,i)));
@@ -178,16 +183,19 @@ function renderRecord(r){
 }
 const items = doc.records.map(r=>{const n=renderRecord(r); list.appendChild(n); return n;});
 const bench=document.getElementById('bench'), outc=document.getElementById('outcome'), text=document.getElementById('text');
+const beh=document.getElementById('behaviour');
 for(const b of doc.groups){const o=el('option',null,b); o.value=b; bench.appendChild(o);}
 function readHash(){const p=new URLSearchParams(location.hash.slice(1));
-  bench.value=p.get('bench')||''; outc.value=p.get('outcome')||''; text.value=p.get('q')||'';}
+  bench.value=p.get('bench')||''; outc.value=p.get('outcome')||''; text.value=p.get('q')||''; beh.value=p.get('behaviour')||'';}
 function apply(){let shown=0; const q=text.value.trim().toLowerCase();
-  for(const n of items){const ok=(!bench.value||n.dataset.bench===bench.value)&&(!outc.value||n.dataset.outcome===outc.value)&&(!q||n.dataset.text.includes(q));
+  for(const n of items){const ok=(!bench.value||n.dataset.bench===bench.value)&&(!outc.value||n.dataset.outcome===outc.value)&&(!q||n.dataset.text.includes(q))
+    &&(!beh.value||n.dataset.behaviours.includes(' '+beh.value+' '));
     n.hidden=!ok; if(ok) shown++;}
   document.getElementById('shown').textContent=String(shown);}
 function writeHash(){const p=new URLSearchParams(); if(bench.value) p.set('bench',bench.value); if(outc.value) p.set('outcome',outc.value);
+  if(beh.value) p.set('behaviour',beh.value);
   if(text.value.trim()) p.set('q',text.value.trim()); const o=new URLSearchParams(location.hash.slice(1)).get('open'); if(o) p.set('open',o); history.replaceState(null,'','#'+p.toString()); apply();}
-bench.onchange=writeHash; outc.onchange=writeHash; text.oninput=writeHash;
+bench.onchange=writeHash; outc.onchange=writeHash; beh.onchange=writeHash; text.oninput=writeHash;
 window.addEventListener('hashchange',()=>{readHash(); apply();});
 readHash(); apply();
 if(new URLSearchParams(location.hash.slice(1)).get('open')) for(const n of items) if(!n.hidden) n.open=true;
@@ -201,9 +209,13 @@ def viewer_html(records: list[dict[str, Any]], group_label: str = "benchmark") -
     slim = [slim_record(r) for r in records]
     data = {"groups": list(dict.fromkeys(r["group"] for r in slim if r["group"])), "records": slim}
     options = "".join(f'<option value="{o}">{o.replace("_", " ")}</option>' for o in OUTCOMES)
+    tags = sorted({tag for r in slim for tag in r["behaviours"]})
+    behaviours = "".join(f'<option value="{html.escape(t)}">{html.escape(t.replace("_", " "))}</option>' for t in tags)
+    hidden = "" if tags else " hidden"
     return f"""<p>Outcome colours: green correct, amber partial, red wrong, grey no answer.</p>
 <div class=filters><label>{html.escape(group_label)} <select id=bench><option value="">all</option></select></label>
 <label>outcome <select id=outcome><option value="">all</option>{options}</select></label>
+<label{hidden}>behaviour <select id=behaviour><option value="">all</option>{behaviours}</select></label>
 <label>text <input id=text type=search placeholder="question, answer or gold"></label>
 <span><span id=shown>{len(slim)}</span> of {len(slim)} rollouts shown</span></div>
 <div id=list></div>

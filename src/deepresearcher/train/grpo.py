@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -210,7 +211,10 @@ class GRPORollouts:
         scores = [self.scorer(t, task) for t, task in zip(trajectories, batch, strict=True)]
         for t, s in zip(trajectories, scores, strict=True):
             t.metadata.update(s)
-        self.latest = RolloutStats(summarize(trajectories, scores, self.cfg.group_size), time.perf_counter() - start)
+        behaviours = behaviour_metrics(trajectories, batch)
+        log_to_trainer(trainer, behaviours)
+        self.latest = RolloutStats({**summarize(trajectories, scores, self.cfg.group_size), **behaviours},
+                                   time.perf_counter() - start)
         if self.cfg.sample_trajectories:
             self.run.write_samples(step, trajectories[: self.cfg.sample_trajectories])
         return rollout_output(trajectories, [s["reward"] for s in scores], self.tokenizer.eos_token_id)
@@ -270,6 +274,29 @@ def summarize(trajectories: list[Trajectory], scores: list[dict[str, float]], gr
         "observation_tokens": sum(len(t.completion_mask) - sum(t.completion_mask) for t in trajectories) / n,
         "zero_signal_share": zero_signal_share(rewards, group_size) if len(scores) % group_size == 0 else float("nan"),
     }
+
+
+def behaviour_metrics(trajectories: list[Trajectory], tasks: list[dict[str, Any]]) -> dict[str, float]:
+    """The step's research behaviours (``eval.behaviours``) as flat numbers: ``behaviour/<rate>`` and
+    ``behaviour/<rate>_n``, the episodes behind it (NaN, null in metrics.jsonl, where no episode gave a case).
+    Each episode keeps its own record in ``metadata["behaviour"]`` (the run report's viewer filters by it)."""
+    from deepresearcher.eval.behaviours import behaviour_rates, behaviour_record, flat_rates
+
+    records = [behaviour_record(t, task) for t, task in zip(trajectories, tasks, strict=True)]
+    for trajectory, record in zip(trajectories, records, strict=True):
+        trajectory.metadata["behaviour"] = record.to_dict()
+    return flat_rates(behaviour_rates(records))
+
+
+def log_to_trainer(trainer: Any, values: dict[str, float]) -> None:
+    """Hand ``values`` to TRL's per-step metric buffer, which its ``log()`` averages into the step's logs, so they
+    reach TensorBoard with TRL's own numbers; NaN (no case this step) is left out."""
+    buffer = getattr(trainer, "_metrics", None)  # TRL's trainer has it (trl_compat checks); a stand-in may not
+    if buffer is None:
+        return
+    for name, value in values.items():
+        if math.isfinite(value):
+            buffer["train"][name].append(value)
 
 
 # (live model, tokenizer, step) -> held-out metrics merged into that step's metrics line; see ``pipeline.run_grpo``.

@@ -28,6 +28,12 @@ class EvalResult:
             groups["all"].append(row)
         return {name: _summary(rows) for name, rows in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
 
+    def behaviours_by_type(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The research behaviours (``eval.behaviours``: rate and cases) per task type, then ``all``."""
+        from deepresearcher.eval.behaviours import rates_by_type
+
+        return rates_by_type(row["behaviour"] for row in self.rows if row.get("behaviour"))
+
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     n = len(rows)

@@ -111,9 +111,10 @@ def run_grpo(
 
     The run directory gets the prompts (``tasks.jsonl``: id, source, question, answers) and, when
     ``train.eval_data`` is set, the held-out evaluation of the live policy every ``train.eval_every`` steps
-    (``heldout_*`` in metrics.jsonl, ``eval_step_<n>.jsonl``) and of the final one (``eval_after_grpo.jsonl``,
-    ``heldout.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
+    (``heldout_*`` and ``heldout_behaviour/*`` in metrics.jsonl, ``eval_step_<n>.jsonl``) and of the final one
+    (``eval_after_grpo.jsonl``, ``heldout.json`` and ``heldout_behaviours.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
     """
+    from deepresearcher.eval.behaviours import flat_rates
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.heldout import evaluate, evaluate_model
     from deepresearcher.train.run_dir import RunDir
@@ -132,7 +133,8 @@ def run_grpo(
         def evaluate_live(policy: Any, tokenizer: Any, step: int) -> dict[str, float]:
             result = evaluate_model(policy, tokenizer, held_out, active, config)
             run.write_jsonl(f"eval_step_{step:05d}.jsonl", result.rows)
-            return {f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"}
+            return {**{f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"},
+                    **flat_rates(result.behaviours_by_type()["all"], prefix="heldout_behaviour/")}
 
         result = train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
                             resume=resume, show_progress=show_progress, held_out=evaluate_live if held_out else None)
@@ -140,4 +142,5 @@ def run_grpo(
             final = evaluate(result.model_dir, held_out, active, config)
             run.write_jsonl("eval_after_grpo.jsonl", final.rows)
             run.write_json("heldout.json", final.by_type())
+            run.write_json("heldout_behaviours.json", final.behaviours_by_type())
     return result

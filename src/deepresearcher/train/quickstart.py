@@ -71,6 +71,7 @@ def _bf16_where_native(config: Config, say: Say) -> Config:
 
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
+    from deepresearcher.eval.behaviours import behaviour_record, rates_by_type
     from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
     from deepresearcher.train.quickstart_report import write_quickstart_report
@@ -121,6 +122,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         oracle_f1 = sum(s["f1"] for s in oracle_scores) / len(oracle_scores)
         tokens = sum(len(t.all_ids) for t in sft_data) / len(sft_data)
         say(f"oracle: F1 {oracle_f1:.3f} on {len(sft_data)} train tasks, {tokens:.0f} tokens per episode")
+        oracle_behaviours = rates_by_type(behaviour_record(t, task) for t, task in zip(sft_data, sft_tasks, strict=True))
         if cfg.sft.steps:
             sft_dir = run.root / "sft_model"
             sft = train_sft(
@@ -171,7 +173,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
     summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
                                       test_tasks=test_tasks, timings=timings, calibrations=calibrations,
-                                      notes=notes, say=say)
+                                      notes=notes, say=say, oracle_behaviours=oracle_behaviours)
     return summary
 
 

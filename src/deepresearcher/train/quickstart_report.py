@@ -24,12 +24,16 @@ HELD_OUT = "held-out"
 
 
 def heldout_row(task: dict[str, Any], trajectory: Any, scores: dict[str, Any]) -> dict[str, Any]:
-    """One held-out episode: id, type and scores, then the question, golds, answer and turns (tool calls included)."""
+    """One held-out episode: id, type and scores, then the question, golds, answer and turns (tool calls included),
+    and its research behaviours (``eval.behaviours``)."""
+    from deepresearcher.eval.behaviours import behaviour_record
+
     return {
         "id": task["id"], "type": task.get("type", "task"), **scores,
         "question": task["question"], "golds": list(task.get("golds", [])), "answer": trajectory.answer,
         "termination": trajectory.termination,
         "turns": [turn.model_dump(mode="json", include=_TURN_FIELDS) for turn in trajectory.turns],
+        "behaviour": behaviour_record(trajectory, task).to_dict(),
     }
 
 
@@ -40,8 +44,34 @@ def _viewer_record(row: dict[str, Any]) -> dict[str, Any]:
         "golds": row.get("golds", []), "answer": row.get("answer"), "em": row.get("em"), "f1": row.get("f1"),
         "cover_em": row.get("cover_em"), "judge": None, "termination": row.get("termination", ""),
         "format_ok": not row.get("format_error"), "turns": len(row.get("turns", [])),
-        "trajectory": {"turns": row.get("turns", [])},
+        "trajectory": {"turns": row.get("turns", [])}, "behaviour": row.get("behaviour"),
     }
+
+
+BEHAVIOURS_TITLE = "Research behaviours: the oracle, the best no-tools baseline and the model"
+BEHAVIOURS_NOTE = (
+    "Research behaviours (docs/eval.md), each cell a rate and, in brackets, the episodes it is measured on. The "
+    "oracle's row is measured on its SFT episodes (training tasks, some of them snippet-only when "
+    "train.sft.snippet_only_fraction > 0), the reference of what following the world's chains looks like; the best "
+    "no-tools baseline answers the held-out tasks without reading anything (never grounded; its abstentions are "
+    "its \"cannot find\" guesses); the stages are the model's held-out episodes.")
+
+
+def _behaviour_sources(fitted: Any, test_tasks: list[dict[str, Any]], stages: dict[str, Any],
+                       oracle: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Behaviour rates by task type per source: the oracle (given), the best no-tools baseline, each stage."""
+    from deepresearcher.agent.trajectory import Trajectory
+    from deepresearcher.eval.baselines import GuessTask
+    from deepresearcher.eval.behaviours import behaviour_record, rates_by_type
+
+    guesses = [behaviour_record(Trajectory(answer=fitted.answer("best", GuessTask.of(t))), t) for t in test_tasks]
+    return {**({"oracle (SFT episodes)": oracle} if oracle else {}), "best no-tools baseline": rates_by_type(guesses),
+            **{stage: result.behaviours_by_type() for stage, result in stages.items()}}
+
+
+def _kinds(behaviours: dict[str, dict[str, Any]]) -> list[str]:
+    """The task types of any source, sorted, then ``all``."""
+    return sorted({k for by_type in behaviours.values() for k in by_type} - {"all"}) + ["all"]
 
 
 def _slug(stage: str) -> str:
@@ -65,25 +95,32 @@ def write_quickstart_report(
     calibrations: dict[str, Calibration] | None = None,
     notes: list[str] | None = None,
     say: Callable[[str], None] = print,
+    oracle_behaviours: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Add baselines and the calibration to ``summary``, write it with ``report.html`` and the trajectory pages.
 
     ``stages`` maps a stage name ("after SFT", "after GRPO") to its evaluation (``.rows``, one
     ``heldout_row`` per test task). ``calibrations`` are the machine's figures taken earlier in the run
     ("start", "after SFT"); one more is taken here ("end"): a machine that slowed down during the run shows
-    it, where one figure at the end would not. Returns the completed summary.
+    it, where one figure at the end would not. ``oracle_behaviours`` (``eval.behaviours.rates_by_type`` of the
+    oracle's SFT episodes) heads the research-behaviour tables, above the best no-tools baseline's and each
+    stage's on the held-out tasks. Returns the completed summary.
     """
     from deepresearcher.eval.baselines import (
         fit_baselines,
         margin_rows,
         model_f1_by_type,
     )
+    from deepresearcher.eval.behaviours import behaviour_rows
     from deepresearcher.eval.report import write_reports
+    from deepresearcher.reports import Table
     from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.report import write_report
 
     types = {t["id"]: t.get("type", "task") for t in test_tasks}
-    baselines = fit_baselines(train_tasks).evaluate(test_tasks)
+    fitted = fit_baselines(train_tasks)
+    baselines = fitted.evaluate(test_tasks)
+    behaviours = _behaviour_sources(fitted, test_tasks, stages, oracle_behaviours)
     model_f1 = {stage: model_f1_by_type(result.rows, types) for stage, result in stages.items()}
     final = list(stages)[-1]
     calibration = measure_machine()
@@ -93,9 +130,12 @@ def write_quickstart_report(
         f"{final}: {model_f1[final]['all']:.3f}, margin {100 * margin:+.1f} points")
     speeds = ", ".join(f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items())
     say(f"machine: {calibration.describe()}; during the run: {speeds}")
+    overall = behaviour_rows({source: by_type["all"] for source, by_type in behaviours.items()}, label="source")
+    say("research behaviours (rate and cases; the oracle on its SFT episodes, the rest on the held-out tasks):\n"
+        + Table.from_records(overall).markdown())
     summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final]), "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
-               "f1_by_type": model_f1}
+               "f1_by_type": model_f1, "behaviours": behaviours}
 
     pages = {}
     for stage, result in stages.items():
@@ -127,10 +167,15 @@ def write_quickstart_report(
             _pct_row(r) for r in margin_rows(baselines, model_f1)],
         "Held-out evaluation": [{"stage": stage, "type": kind, **s} for stage, result in stages.items()
                                 for kind, s in result.by_type().items()],
+        BEHAVIOURS_TITLE: overall,
+        "Research behaviours by task type": behaviour_rows(
+            {f"{kind}: {source}": by_type[kind] for kind in _kinds(behaviours) for source, by_type in behaviours.items()
+             if kind in by_type}, label="type: source"),
         "Timings": [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
                    + [{"step": "total", "seconds": f"{total:.1f}"},
                       {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}"}],
     }
+    lead.append(BEHAVIOURS_NOTE)
     lead.append("Held-out trajectories, with baselines, one page per evaluation: "
                 + ", ".join(f"`{href}`" for href in pages.values()) + "; and all of them below.")
     records = [{**_viewer_record(row), "group": stage} for stage, result in stages.items() for row in result.rows]

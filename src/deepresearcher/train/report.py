@@ -82,6 +82,7 @@ def trajectory_record(trajectory: Trajectory, group: str, **scores: Any) -> dict
         "answer": trajectory.answer, "termination": trajectory.termination,
         **{key: scores.get(key) for key in ("reward", "f1", "em")},
         "format_ok": None if scores.get("format_error") is None else not scores["format_error"],
+        "behaviour": scores.get("behaviour"),
         "trajectory": trajectory.model_dump(mode="json", exclude={"segments"}),
     }
 

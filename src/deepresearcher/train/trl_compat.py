@@ -27,8 +27,9 @@ OVERRIDDEN = {
     "_generate_and_score_completions": (),
 }
 """Methods our subclass overrides or calls, with the parameters it passes by name or position."""
-READ_ATTRIBUTES = ("_step", "_buffered_inputs", "num_iterations", "temperature")
-"""Attributes our subclass reads; ``GRPOTrainer`` must set each (``self.NAME = ...``)."""
+READ_ATTRIBUTES = ("_step", "_buffered_inputs", "num_iterations", "temperature", "_metrics")
+"""Attributes our subclass reads (``_metrics``: ``train.grpo.log_to_trainer`` adds the behaviour rates to the step's
+TensorBoard logs); ``GRPOTrainer`` must set each (``self.NAME = ...``)."""
 
 
 def missing_names(trainer: type) -> list[str]:

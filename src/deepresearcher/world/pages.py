@@ -301,13 +301,23 @@ def _news(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedP
     return pages
 
 
+BLOG_HOST = "quillblog.net"
+"""The fan blogs' site: each blogger a subdomain (``<handle>.quillblog.net``)."""
+
+
+def blog_post_path(subject: str, relation: str) -> str:
+    """The path of the blog post stating ``relation`` of ``subject``: on a contested fact, the page that
+    contradicts the reliable ones (``eval.behaviours`` finds it by this path, whichever blogger wrote it)."""
+    return f"/posts/{slug(subject).lower()}-{relation.replace('_', '-')}"
+
+
 def _blogs(kb: KnowledgeBase, ev: Evidence, rng: random.Random, handles: list[str]) -> list[RenderedPage]:
     """Fan blogs: the unreliable source that states contested facts wrongly."""
     pages = []
     contested = sorted(k for k, f in kb.facts.items() if f.wrong_value is not None)
     for i, (subject, relation) in enumerate(contested):
         handle = handles[i % len(handles)]
-        url = f"https://{handle}.quillblog.net/posts/{slug(subject).lower()}-{relation.replace('_', '-')}"
+        url = f"https://{handle}.{BLOG_HOST}{blog_post_path(subject, relation)}"
         w = _PageWriter(kb, ev, url, reliable=False)
         value = w.value(kb.fact(subject, relation))
         stated = RELATIONS[relation].sentence.format(s=subject, v=number_text(value or ""))

@@ -1,0 +1,262 @@
+"""Research behaviours from hand-built trajectories, each measure both ways, and their aggregation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from deepresearcher.agent.trajectory import ToolCallRecord, Trajectory, TurnRecord
+from deepresearcher.eval.behaviours import (
+    TaskLabels,
+    behaviour_rates,
+    behaviour_record,
+    behaviour_rows,
+    flat_rates,
+    rates_by_type,
+)
+from deepresearcher.world.pages import BLOG_HOST, blog_post_path
+
+WIKI = "https://en.wiki.test/wiki/"
+
+
+def search(query: str, *hits: tuple[str, str, str]) -> TurnRecord:
+    """A web_search turn whose results are (title, url, snippet) hits."""
+    observation = [{"search_query": query, "web_page_info_list": [
+        {"title": t, "url": u, "quick_summary": s} for t, u, s in hits]}]
+    return TurnRecord(text="<think>search</think>", tool_call=ToolCallRecord(
+        name="web_search", arguments={"query": [query]}, observation=observation))
+
+
+def browse(*pages: tuple[str, str]) -> TurnRecord:
+    """A browse_webpage turn that read (url, notes) pages."""
+    return TurnRecord(text="<think>read</think>", tool_call=ToolCallRecord(
+        name="browse_webpage", arguments={"url_list": [u for u, _ in pages]},
+        observation=[{"url": u, "information": notes} for u, notes in pages]))
+
+
+def episode(*turns: TurnRecord, answer: str | None, question: str = "q?") -> Trajectory:
+    return Trajectory(question=question, turns=list(turns), answer=answer)
+
+
+def hop(subject: str, relation: str, value: str, *urls: str) -> dict:
+    return {"subject": subject, "relation": relation, "value": value, "query": f"{subject} {relation}",
+            "evidence_urls": list(urls)}
+
+
+HOP2 = {"id": "t1", "type": "hop2", "question": "In which city was the founder of Acme Corp born?",
+        "golds": ["Veloria"], "answerable": True, "evidence_urls": [WIKI + "Acme_Corp", WIKI + "Ann_Lee"],
+        "chain": [hop("Acme Corp", "founded_by", "Ann Lee", WIKI + "Acme_Corp"),
+                  hop("Ann Lee", "born_in", "Veloria", WIKI + "Ann_Lee")]}
+
+
+# ---------------------------------------------------------------------------------------------- grounding
+
+
+def test_an_answer_read_in_an_observation_is_grounded_and_one_never_seen_is_unsupported():
+    turns = (search("Acme Corp founder", ("Acme Corp", WIKI + "Acme_Corp", "A company.")),
+             browse((WIKI + "Acme_Corp", "| Founded by | Ann Lee |")))
+    assert behaviour_record(episode(*turns, answer="Ann Lee"), HOP2).grounded is True
+    unsupported = behaviour_record(episode(*turns, answer="Bob Stone"), HOP2)
+    assert unsupported.grounded is False and "unsupported" in unsupported.tags
+
+
+def test_the_agents_own_query_and_urls_do_not_ground_an_answer():
+    turns = (search("Was Bob Stone the founder", ("Stone", "https://bob-stone.test/", "nothing here")),)
+    assert behaviour_record(episode(*turns, answer="Bob Stone"), HOP2).grounded is False
+
+
+def test_numbers_ground_through_normalization_and_yes_no_or_abstentions_are_not_checked():
+    turns = (browse(("https://x.test/", "population 1,234,567")),)
+    assert behaviour_record(episode(*turns, answer="1234567"), HOP2).grounded is True
+    assert behaviour_record(episode(*turns, answer="yes"), HOP2).grounded is None
+    assert behaviour_record(episode(*turns, answer="I cannot find the answer."), HOP2).grounded is None
+    assert behaviour_record(episode(*turns, answer=None), HOP2).grounded is None
+
+
+def test_a_failed_call_grounds_nothing():
+    failed = TurnRecord(text="", tool_call=ToolCallRecord(name="web_search", arguments={"query": ["Ann Lee"]},
+                                                          text='{"error": "Ann Lee not found"}', error="failed"))
+    assert behaviour_record(episode(failed, answer="Ann Lee"), HOP2).grounded is False
+
+
+# ---------------------------------------------------------------------------------------------- cross-checking
+
+CONFLICT = {"id": "c1", "type": "conflict", "question": "When was Acme Corp founded?", "golds": ["1901"],
+            "answerable": True, "evidence_urls": [WIKI + "Acme_Corp", "https://dir.test/acme"],
+            "chain": [hop("Acme Corp", "founded_year", "1901", WIKI + "Acme_Corp", "https://dir.test/acme")]}
+BLOG = f"https://fan42.{BLOG_HOST}{blog_post_path('Acme Corp', 'founded_year')}"
+OTHER_BLOG = f"https://fan42.{BLOG_HOST}{blog_post_path('Acme Corp', 'headquarters')}"
+
+
+def test_pages_and_sites_read_are_distinct_counts():
+    turns = (browse((WIKI + "Acme_Corp", "a"), (WIKI + "Ann_Lee", "b")), browse((WIKI + "Acme_Corp", "a"),
+                                                                               ("https://dir.test/acme", "c")))
+    record = behaviour_record(episode(*turns, answer="x"), HOP2)
+    assert (record.pages_read, record.sites_read) == (3, 2)
+    assert "cross_checked" in record.tags
+    lone = behaviour_record(episode(browse((WIKI + "Acme_Corp", "a")), answer="x"), HOP2)
+    assert (lone.pages_read, lone.sites_read) == (1, 1) and "cross_checked" not in lone.tags
+
+
+def test_conflict_seen_both_and_believed_the_reliable_page():
+    turns = (search("Acme Corp founded", ("Acme Corp", WIKI + "Acme_Corp", "founded 1901"),
+                    ("notes", BLOG, "As far as I remember, Acme Corp was founded in 1907")),
+             browse((WIKI + "Acme_Corp", "| Founded | 1901 |")))
+    record = behaviour_record(episode(*turns, answer="1901"), CONFLICT)
+    assert (record.saw_reliable, record.saw_contradicting, record.believed) == (True, True, "reliable")
+
+
+def test_conflict_believed_the_contradicting_page():
+    turns = (search("Acme Corp founded", ("notes", BLOG, "blog")),
+             browse((BLOG, "As far as I remember, Acme Corp was founded in 1907")))
+    record = behaviour_record(episode(*turns, answer="1907"), CONFLICT)
+    assert (record.saw_reliable, record.saw_contradicting, record.believed) == (False, True, "contradicting")
+    assert "believed_contradicting" in record.tags
+
+
+def test_another_blog_post_is_not_the_contradicting_page_and_a_third_value_is_other():
+    turns = (search("Acme Corp founded", ("notes", OTHER_BLOG, "Acme Corp founded 1903")),)
+    record = behaviour_record(episode(*turns, answer="1903"), CONFLICT)
+    assert (record.saw_contradicting, record.believed) == (False, "other")
+    assert behaviour_record(episode(*turns, answer="1903"), HOP2).believed is None  # not a conflict task
+
+
+# ---------------------------------------------------------------------------------------------- reflection
+
+NOTHING = ("Zed", "https://zed.test/", "unrelated")
+
+
+def test_a_new_query_after_a_search_without_evidence_is_reflection():
+    turns = (search("Acme founder", NOTHING), search("Acme Corp founded by", ("Acme", WIKI + "Acme_Corp", "")))
+    record = behaviour_record(episode(*turns, answer="Ann Lee"), HOP2)
+    assert (record.empty_search, record.reaction) == (True, "new_query") and "reflected" in record.tags
+
+
+def test_the_same_query_again_or_answering_right_away_is_not_reflection():
+    repeat = behaviour_record(episode(search("Acme founder", NOTHING), search("acme  Founder", NOTHING),
+                                      answer="x"), HOP2)
+    assert repeat.reaction == "same_query" and repeat.repeated_calls == 1 and "no_reflection" in repeat.tags
+    hasty = behaviour_record(episode(search("Acme founder", NOTHING), answer="x"), HOP2)
+    assert hasty.reaction == "answered"
+    assert behaviour_record(episode(search("Acme founder", NOTHING), answer=None), HOP2).reaction == "ended"
+
+
+def test_a_search_that_found_evidence_asks_for_no_reflection():
+    record = behaviour_record(episode(search("Acme", ("Acme", WIKI + "Acme_Corp", "")), answer="x"), HOP2)
+    assert (record.empty_search, record.reaction, record.repeated_calls) == (False, None, 0)
+
+
+def test_real_questions_call_a_search_empty_when_no_gold_is_in_its_results():
+    task = {"type": "hotpotqa", "golds": ["Paris"], "answerable": True}
+    found = behaviour_record(episode(search("capital", ("France", "https://f.test", "Paris is the capital")),
+                                     answer="Paris"), task)
+    assert found.empty_search is False and found.world is False
+    missed = behaviour_record(episode(search("capital", NOTHING), search("capital of France", NOTHING),
+                                      answer="Lyon"), task)
+    assert missed.reaction == "new_query"
+
+
+# ---------------------------------------------------------------------------------------------- honesty
+
+
+def test_abstention_precision_and_recall():
+    unanswerable = {"type": "unanswerable", "golds": ["cannot find"], "answerable": False}
+    records = [
+        behaviour_record(episode(answer="I cannot find the answer."), unanswerable),  # true abstention
+        behaviour_record(episode(answer="1950"), unanswerable),  # missed: guessed
+        behaviour_record(episode(answer="cannot find"), HOP2),  # false abstention
+        behaviour_record(episode(answer="Veloria"), HOP2),
+    ]
+    assert [r.abstained for r in records] == [True, False, True, False]
+    rates = behaviour_rates(records)
+    assert rates["abstention_precision"] == {"rate": 0.5, "n": 2}
+    assert rates["abstention_recall"] == {"rate": 0.5, "n": 2}
+
+
+def test_answerability_comes_from_the_golds_when_the_task_does_not_say():
+    assert TaskLabels.from_task({"golds": ["cannot find"]}).answerable is False
+    assert TaskLabels.from_task({"golds": ["Paris"]}).answerable is True
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+HIT = ("x", "https://x.test/", "")
+
+
+@pytest.mark.parametrize(("queries", "plan"), [
+    (["Acme Corp founder", "Ann Lee birthplace"], "in_order"),
+    (["Ann Lee birthplace", "Acme Corp founder"], "out_of_order"),
+    (["Acme Corp founder", "founder birthplace"], "skipped"),
+    ([], "no_search"),
+])
+def test_hop_queries_follow_the_chain_in_order_or_not(queries, plan):
+    record = behaviour_record(episode(*(search(q, HIT) for q in queries), answer="Veloria"), HOP2)
+    assert record.plan == plan
+
+
+def test_planning_is_measured_on_hop2_and_hop3_world_tasks_only():
+    assert behaviour_record(episode(search("Acme Corp", HIT), answer="1901"), CONFLICT).plan is None
+
+
+def test_real_questions_plan_by_chaining_a_name_read_in_the_results():
+    task = {"type": "hotpotqa", "golds": ["Veloria"]}
+    question = "Where was the founder of Acme born?"
+    chained = episode(search("Acme founder", ("Acme", "https://a.test", "Acme was founded by Ann Lee")),
+                      search("Ann Lee birthplace", HIT), answer="Veloria", question=question)
+    assert behaviour_record(chained, task).plan == "chained"
+    guessed = episode(search("Acme founder", HIT), search("Bob Stone birthplace", HIT), answer="x", question=question)
+    assert behaviour_record(guessed, task).plan == "unchained"
+    assert behaviour_record(episode(search("Acme founder", HIT), answer="x", question=question), task).plan == "single"
+
+
+# ---------------------------------------------------------------------------------------------- aggregation
+
+
+def test_rates_count_their_cases_and_say_none_without_any():
+    grounded = episode(browse(("https://x.test/", "Ann Lee")), answer="Ann Lee")
+    rates = behaviour_rates([behaviour_record(grounded, HOP2), behaviour_record(episode(answer="Zed"), HOP2),
+                             behaviour_record(episode(answer=None), HOP2)])
+    assert rates["episodes"]["n"] == 3
+    assert rates["grounded"] == {"rate": 0.5, "n": 2} and rates["unsupported"] == {"rate": 0.5, "n": 2}
+    assert rates["pages_per_answer"] == {"rate": 0.5, "n": 2}
+    assert rates["conflict_saw_both"] == {"rate": None, "n": 0}
+    flat = flat_rates(rates)
+    assert flat["behaviour/grounded"] == 0.5 and flat["behaviour/grounded_n"] == 2.0
+    assert math.isnan(flat["behaviour/conflict_saw_both"]) and "behaviour/episodes" not in flat
+
+
+def test_rates_by_type_group_then_all_and_rows_show_rate_and_cases():
+    records = [behaviour_record(episode(answer="Veloria"), HOP2), behaviour_record(episode(answer="1907"), CONFLICT)]
+    groups = rates_by_type(r.to_dict() for r in records)
+    assert list(groups) == ["conflict", "hop2", "all"]
+    assert groups["all"]["episodes"]["n"] == 2
+    rows = behaviour_rows(groups, label="type")
+    assert rows[1]["type"] == "hop2" and rows[1]["grounded"] == "0% (1)" and rows[1]["conflict: saw both"] == "—"
+    assert "judge agrees" not in rows[0]
+
+
+def test_the_judges_agreement_with_the_rule():
+    records = [{**behaviour_record(episode(answer="Zed"), HOP2).to_dict(), "judged_grounded": False},
+               {**behaviour_record(episode(answer="Zed"), HOP2).to_dict(), "judged_grounded": True}]
+    rates = behaviour_rates(records)
+    assert rates["judge_agreement"] == {"rate": 0.5, "n": 2}
+    assert behaviour_rows({"all": rates})[0]["judge agrees"] == "50% (2)"
+
+
+def test_a_qatask_gives_its_labels_from_its_metadata():
+    from deepresearcher.data import QATask
+
+    task = QATask(id="w1", source="world", question="q?", golds=["Veloria"],
+                  metadata={"type": "hop2", "answerable": True, "evidence_urls": HOP2["evidence_urls"],
+                            "chain": HOP2["chain"]})
+    labels = TaskLabels.from_task(task)
+    assert (labels.type, labels.world, len(labels.chain)) == ("hop2", True, 2)
+
+
+def test_an_observation_kept_only_as_text_still_grounds_and_names_its_queries():
+    """Records that kept the observation as the policy read it (no raw result) are read from that text."""
+    call = ToolCallRecord(name="web_search", arguments={"query": ["Acme Corp founder"]},
+                          text="search: Acme Corp founder\n1. Acme Corp | https://x.test | founded by Ann Lee")
+    record = behaviour_record(episode(TurnRecord(text="", tool_call=call), answer="Ann Lee"), HOP2)
+    assert record.grounded is True and record.plan == "skipped"  # Ann Lee, hop 2's subject, was never searched
