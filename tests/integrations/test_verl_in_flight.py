@@ -27,7 +27,6 @@ pytest.importorskip("verl", reason="the verl extra is not installed")
 from test_verl_agent_loop import (  # noqa: E402  (helpers of the sync agent-loop tests, same directory)
     assert_batch_holds, our_trajectories, prepared, rows_batch, run_config, scripts_for, world_tasks)
 
-from deepresearcher.generate.scripted import ScriptedGenerator, key_by_text  # noqa: E402
 from deepresearcher.testing.verl_server import LocalActor, WeightSyncTokenServer  # noqa: E402
 
 __all__ = ["world_tasks"]  # the module-scoped fixture, shared
@@ -47,8 +46,7 @@ async def run_through_a_weight_sync(config: Any, model_dir: Path, tasks: dict[st
 
     verl_config, files = prepared(config, model_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    key_of = key_by_text(tokenizer, {q: q for q in scripts})
-    server = WeightSyncTokenServer(ScriptedGenerator(tokenizer, scripts, key_of=key_of), key_of)
+    server = WeightSyncTokenServer(tokenizer, {q: [replies] for q, replies in scripts.items()})
     server.hold(tasks["good"].question, turn=1, after=HELD_AFTER)
     balancer = GlobalRequestLoadBalancer({"replica-0": LocalActor(server)})
     client = FullyAsyncLLMServerClient(config=verl_config, load_balancer_handle=LocalActor(balancer))
@@ -82,12 +80,12 @@ async def test_partial_rollout_resumes_the_aborted_turn_and_the_episode_is_whole
 
     good = world_tasks["good"].question
     assert good in server.aborted
-    held, resumed = [r for r in server.requests if r["key"] == good][1:3]
+    held, resumed = [r for r in server.requests if r["question"] == good][1:3]
     assert resumed["prompt_ids"] == held["prompt_ids"] + resumed["prompt_ids"][len(held["prompt_ids"]):]
     assert len(resumed["prompt_ids"]) - len(held["prompt_ids"]) == HELD_AFTER
     assert resumed["max_tokens"] == held["max_tokens"] - HELD_AFTER
 
-    tokenizer = server.generator._tokenizer
+    tokenizer = server.tokenizer
     ours = await our_trajectories(config, tokenizer, world_tasks)
     assert_batch_holds(output, ours, config, verl_config)
     assert output.batch["rm_scores"][0].sum().item() == 1.0, "the resumed episode is scored whole: right answer"
@@ -109,14 +107,14 @@ async def test_without_partial_rollout_the_aborted_episode_is_dropped_never_scor
     assert verl_config.async_training.partial_rollout is False
 
     assert server.aborted == [good.question], "only the held turn was in flight"
-    assert len([r for r in server.requests if r["key"] == good.question]) == 2, "never resumed"
+    assert len([r for r in server.requests if r["question"] == good.question]) == 2, "never resumed"
     assert output.batch["response_mask"][0].sum().item() == 0 and output.batch["attention_mask"][0, -1].item() == 0
     assert output.batch["rm_scores"][0].abs().sum().item() == 0.0
     assert output.non_tensor_batch["termination"][0] == "aborted"
     assert list(output.non_tensor_batch["dropped"]) == [1.0, 0.0]
     assert output.non_tensor_batch["searches"][0] == 0.0, "nothing of the half episode is reported"
 
-    tokenizer = server.generator._tokenizer
+    tokenizer = server.tokenizer
     ours = await our_trajectories(config, tokenizer, {"long": other}, scripts)
     n = len(ours["long"].completion_ids)
     assert output.batch["responses"][1, :n].tolist() == ours["long"].completion_ids
