@@ -1,9 +1,9 @@
 """Ray's worker setup hook for the verl stand-ins (:mod:`deepresearcher.testing.verl_trainer`,
-:mod:`deepresearcher.testing.verl_fully_async`), kept light on purpose.
+:mod:`deepresearcher.testing.verl_async`), kept light on purpose.
 
 verl's ``TaskRunnerV1`` looks its trainer up by name in a registry filled when a trainer class is imported,
-inside its own Ray worker; verl's ``FullyAsyncTaskRunner`` builds the rollouter and trainer classes its
-module imported. This hook runs in every Ray worker of the run (storage units, agent-loop workers, ...);
+inside its own Ray worker; the asynchronous recipes' task runners build the rollouter and trainer classes
+their module imported. This hook runs in every Ray worker of the run (storage units, agent-loop workers, ...);
 importing the stand-ins there would load verl and torch into each. So it only waits: when a worker
 imports one of ``STANDINS``' verl modules (the task runner's process does), the matching stand-ins are
 imported right after it, registering their trainer mode or putting their classes in place.
@@ -19,7 +19,8 @@ from typing import Any
 
 STANDINS = {
     "verl.trainer.ppo.v1": "deepresearcher.testing.verl_trainer",
-    "verl.experimental.fully_async_policy.fully_async_main": "deepresearcher.testing.verl_fully_async",
+    "verl.experimental.fully_async_policy.fully_async_main": "deepresearcher.testing.verl_async",
+    "verl.experimental.one_step_off_policy.main_ppo": "deepresearcher.testing.verl_async",
 }
 
 

@@ -16,6 +16,11 @@ the token limit) and returns what verl's client returns from its vLLM server
   tests can check that logprobs stay aligned with tokens.
 
 It records every request it served. Needs verl installed (``TokenOutput``).
+
+One level down, for verl's asynchronous modes, :class:`WeightSyncTokenServer` stands in for the vLLM server
+*behind* verl's real client (``FullyAsyncLLMServerClient``, which resumes aborted turns): it is aborted and
+resumed around a weight sync as vLLM is; :class:`LocalActor` gives an object in this process the calling
+convention of a Ray actor handle, for verl's client and load balancer in a single-process test.
 """
 
 from __future__ import annotations

@@ -1,29 +1,36 @@
-"""verl's fully_async_policy on a CPU: ``launch.run`` → ``fully_async_main.main`` → ``FullyAsyncTaskRunner`` →
-``FullyAsyncRollouter`` + ``MessageQueue`` + ``FullyAsyncTrainer``, with stand-ins only for what needs a GPU.
+"""verl's asynchronous recipes on a CPU, with stand-ins only for what needs a GPU.
 
-Real, and run as on a GPU node: verl's entry point and task runner, its rollouter (dataset, dataloader,
-streaming feed, staleness accounting and pausing, ``FullyAsyncAgentLoopManager`` and its
-``AgentLoopWorker`` Ray actors running our agent loop), its ``MessageQueue`` actor, its trainer (sample
-collection, batch assembly, reward extraction, bypass-mode old log-probs, GRPO advantages, the local
-trigger step, weight-version bookkeeping, metrics, checkpoint of the dataloader), its reward-loop workers,
-verl's ``FullyAsyncLLMServerClient`` (the partial-rollout resume rule) and its
-``GlobalRequestLoadBalancer`` actor. Standing in, in the two classes that ``fully_async_main`` builds
-(:class:`CPUFullyAsyncRollouter`, :class:`CPUFullyAsyncTrainer`, verl's classes with these methods replaced):
+fully_async_policy: ``launch.run`` → ``fully_async_main.main`` → ``FullyAsyncTaskRunner`` →
+``FullyAsyncRollouter`` + ``MessageQueue`` + ``FullyAsyncTrainer``. Real, and run as on a GPU node: verl's
+entry point and task runner, its rollouter (dataset, dataloader, streaming feed, staleness accounting and
+pausing, ``FullyAsyncAgentLoopManager`` and its ``AgentLoopWorker`` Ray actors running our agent loop),
+its ``MessageQueue`` actor, its trainer (sample collection, batch assembly, reward extraction, bypass-mode
+old log-probs, GRPO advantages, the local trigger step, weight-version bookkeeping, metrics, checkpoint of
+the dataloader), its reward-loop workers, verl's ``FullyAsyncLLMServerClient`` (the partial-rollout resume
+rule) and its ``GlobalRequestLoadBalancer`` actor.
+
+one_step_off_policy: ``launch.run`` → ``one_step_off_policy.main_ppo.main`` → ``OneStepTaskRunner`` →
+``OneStepOffRayTrainer.fit`` (generation of the next batch overlapping the training step, the weight sync
+between them), verl's ``AgentLoopManager``/``AgentLoopWorker`` with our loop, verl's base
+``LLMServerClient`` and load balancer, its reward-loop workers, advantage estimator and logger.
+
+Standing in, in the classes verl's entry points build (:class:`CPUFullyAsyncRollouter`,
+:class:`CPUFullyAsyncTrainer`, :class:`CPUOneStepOffTrainer`: verl's classes with these methods replaced):
 
 - **the rollout servers** (vLLM on the rollout GPUs): one Ray actor, :class:`RolloutServerActor`, around
   ``WeightSyncTokenServer`` (scripted episodes, streamed token by token, aborted and resumed around a weight
-  sync as vLLM is), behind verl's real load balancer and client: the rollouter's
-  ``_init_async_rollout_manager`` builds those instead of ``FullyAsyncLLMServerManager``'s GPU replicas;
-- **the NCCL weight sync** (``CheckpointEngineManager`` on the trainer): :class:`WeightSyncStandIn` does what
-  its ``update_weights`` does to the servers, abort every request in flight, load the new version (here:
-  tag the server with it), resume generation; the weights themselves stay with the stand-in workers;
+  sync as vLLM is), behind verl's real load balancer and client, built where verl would build
+  ``LLMServerManager``'s GPU replicas;
+- **the NCCL weight sync** (``CheckpointEngineManager``): :class:`WeightSyncStandIn` does what its
+  ``update_weights`` does to the servers, abort every request in flight, load the new weights version
+  (here: tag the server with it), resume generation; the weights themselves stay with the stand-in workers;
 - **the FSDP actor and reference workers** (trainer GPUs): :class:`PolicyWorkersStandIn` answers verl's
   TensorDict calls (reference log-probs: zeros; ``update_actor``: records the batch it was handed to
-  ``record`` and reports the policy loss at ratio 1; ``save_checkpoint``: records the version).
+  ``record`` and reports the policy loss at ratio 1; ``save_checkpoint``: nothing to save).
 
 :func:`standin_overrides` gives the verl overrides that select them: a Ray worker setup hook
-(:mod:`deepresearcher.testing.verl_hook`) that, in the process that imports ``fully_async_main``, replaces
-the two class names it instantiates with these subclasses, and the logical CPU slots its actors ask for.
+(:mod:`deepresearcher.testing.verl_hook`) that, in the process that imports verl's entry-point module,
+replaces the class names it instantiates with these subclasses, and the logical CPU slots its actors ask for.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ import torch
 from verl.experimental.fully_async_policy import fully_async_main
 from verl.experimental.fully_async_policy.fully_async_rollouter import FullyAsyncAgentLoopManager, FullyAsyncRollouter
 from verl.experimental.fully_async_policy.fully_async_trainer import FullyAsyncTrainer
+from verl.experimental.one_step_off_policy import main_ppo as one_step_off_main
+from verl.experimental.one_step_off_policy.ray_trainer import OneStepOffRayTrainer
+from verl.utils.ray_utils import auto_await
 from verl.utils import tensordict_utils as tu
 
 from deepresearcher.testing.verl_server import WeightSyncTokenServer
@@ -46,13 +56,13 @@ SPEC_ENV = "DEEPRESEARCHER_VERL_ASYNC_STANDIN"
 
 
 def standin_overrides(spec: Path) -> list[str]:
-    """verl overrides (for ``train.verl.overrides``) that run ``launch.run`` in fully_async mode with these
-    stand-ins; ``spec``: a JSON file written by :func:`write_spec`."""
+    """verl overrides (for ``train.verl.overrides``) that run ``launch.run`` in an asynchronous mode with
+    these stand-ins; ``spec``: a JSON file written by :func:`write_spec`."""
     env = "+ray_kwargs.ray_init.runtime_env"
     return [
         f"{env}.worker_process_setup_hook=deepresearcher.testing.verl_hook.install",
         f"{env}.env_vars.{SPEC_ENV}={spec}",
-        "+ray_kwargs.ray_init.num_cpus=32",  # verl's rollouter and trainer ask for 10 logical CPUs each
+        "+ray_kwargs.ray_init.num_cpus=32",  # verl's task runners, rollouter and trainer ask for 10 logical CPUs each
         "+ray_kwargs.ray_init.include_dashboard=false",
     ]
 
@@ -120,20 +130,19 @@ class ReplicaStandIn:
 
 
 class ServerManagerStandIn:
-    """``FullyAsyncLLMServerManager`` as the rollouter uses it: one replica behind verl's own load balancer,
-    and verl's own ``FullyAsyncLLMServerClient`` for the agent-loop workers."""
+    """verl's ``LLMServerManager`` (``FullyAsyncLLMServerManager`` in fully_async) as its trainers use it: one
+    replica behind verl's own load balancer; ``get_client`` gives verl's own client class, the default one
+    of the manager it stands for."""
 
-    def __init__(self, config: Any, server: Any) -> None:
+    def __init__(self, config: Any, server: Any, default_client: type) -> None:
         from verl.workers.rollout.router import GlobalRequestLoadBalancer
 
-        self.config = config
+        self.config, self.default_client = config, default_client
         self.replicas = [ReplicaStandIn(server)]
         self.balancer = ray.remote(num_cpus=0)(GlobalRequestLoadBalancer).remote(servers={"replica-0": server})
 
     def get_client(self, client_cls: Any = None, **kwargs: Any) -> Any:
-        from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
-
-        return (client_cls or FullyAsyncLLMServerClient)(config=self.config, load_balancer_handle=self.balancer)
+        return (client_cls or self.default_client)(config=self.config, load_balancer_handle=self.balancer)
 
     def get_replicas(self) -> list[ReplicaStandIn]:
         return self.replicas
@@ -146,11 +155,12 @@ class CPUFullyAsyncRollouter(FullyAsyncRollouter.__ray_actor_class__):
     """verl's rollouter with the rollout servers stood in (see the module docstring)."""
 
     async def _init_async_rollout_manager(self) -> None:
+        from verl.workers.rollout.llm_server import FullyAsyncLLMServerClient
+
         enable_agent_reward_loop = not self.use_rm or self.config.reward.reward_model.enable_resource_pool
-        server = RolloutServerActor.options(name="deepresearcher-rollout-server").remote(
-            self.config.actor_rollout_ref.model.path)
+        server = RolloutServerActor.remote(self.config.actor_rollout_ref.model.path)
         self.async_rollout_mode = True
-        self.llm_server_manager = ServerManagerStandIn(self.config, server)
+        self.llm_server_manager = ServerManagerStandIn(self.config, server, FullyAsyncLLMServerClient)
         self.async_rollout_manager = await FullyAsyncAgentLoopManager.create(
             config=self.config,
             llm_client=self.llm_server_manager.get_client(),
@@ -167,6 +177,7 @@ class WeightSyncStandIn:
         self.replicas = replicas
         self.versions: list[int] = []
 
+    @auto_await  # as verl's: one_step_off calls it from synchronous code, fully_async awaits it
     async def update_weights(self, global_steps: int | None = None) -> dict[str, Any]:
         for replica in self.replicas:
             await replica.abort_all_requests()
@@ -231,10 +242,31 @@ class CPUFullyAsyncTrainer(FullyAsyncTrainer.__ray_actor_class__):
         self.checkpoint_manager = WeightSyncStandIn(await self.rollouter.get_replicas.remote())
 
 
+class CPUOneStepOffTrainer(OneStepOffRayTrainer):
+    """verl's one-step-off trainer with the GPU workers, rollout servers and weight sync stood in; its
+    reward loop, agent-loop manager and workers are verl's, built as its ``init_workers`` builds them."""
+
+    def init_workers(self) -> None:
+        from verl.experimental.agent_loop import AgentLoopManager
+        from verl.workers.rollout.llm_server import LLMServerClient
+
+        self.actor_wg = self.actor_rollout_wg = self.ref_policy_wg = PolicyWorkersStandIn(Path(_spec()["record"]))
+        self._init_reward_loop()
+        server = RolloutServerActor.remote(self.config.actor_rollout_ref.model.path)
+        self.llm_server_manager = ServerManagerStandIn(self.config, server, LLMServerClient)
+        self.async_rollout_mode = True
+        self.async_rollout_manager = AgentLoopManager.create(
+            config=self.config, llm_client=self.llm_server_manager.get_client(),
+            reward_loop_worker_handles=self.reward_loop_manager.reward_loop_workers)
+        self.checkpoint_manager = WeightSyncStandIn(self.llm_server_manager.get_replicas())
+
+
 def install() -> None:
-    """Make ``fully_async_main`` build these classes (as Ray actors with verl's resource requests)."""
+    """Make verl's entry points build these classes (the fully-async ones as Ray actors with verl's
+    resource requests)."""
     fully_async_main.FullyAsyncRollouter = ray.remote(num_cpus=10, max_concurrency=100)(CPUFullyAsyncRollouter)
     fully_async_main.FullyAsyncTrainer = ray.remote(num_cpus=10)(CPUFullyAsyncTrainer)
+    one_step_off_main.OneStepOffRayTrainer = CPUOneStepOffTrainer
 
 
 install()
