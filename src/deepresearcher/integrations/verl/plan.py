@@ -65,6 +65,7 @@ class Mode:
     module: str
     config_name: str
     entry_point: str
+    driver: str  # the Ray actor that runs the training loop
 
     @property
     def asynchronous(self) -> bool:
@@ -72,11 +73,11 @@ class Mode:
 
 
 MODES = {
-    "sync": Mode("verl.trainer.main_ppo", "ppo_trainer", "verl.trainer.main_ppo.run_ppo (TaskRunnerV1)"),
+    "sync": Mode("verl.trainer.main_ppo", "ppo_trainer", "verl.trainer.main_ppo.run_ppo", "TaskRunnerV1"),
     "one_step_off": Mode("verl.experimental.one_step_off_policy.main_ppo", "one_step_off_ppo_trainer",
-                         "verl.experimental.one_step_off_policy.main_ppo.main (OneStepTaskRunner)"),
+                         "verl.experimental.one_step_off_policy.main_ppo.main", "OneStepTaskRunner"),
     "fully_async": Mode("verl.experimental.fully_async_policy.fully_async_main", "fully_async_ppo_trainer",
-                        "verl.experimental.fully_async_policy.fully_async_main.main (FullyAsyncTaskRunner)"),
+                        "verl.experimental.fully_async_policy.fully_async_main.main", "FullyAsyncTaskRunner"),
 }
 
 
@@ -442,8 +443,7 @@ def describe(config: Config, model: str) -> dict[str, Any]:
         },
         "mode": describe_mode(config),
         "placement": {
-            "driver": f"{MODES[verl.mode].entry_point.split(' ')[-1].strip('()')} (Ray actor, CPU) on any node; "
-                      "this command waits for it",
+            "driver": f"verl's {MODES[verl.mode].driver} (Ray actor, CPU) on any node; this command waits for it",
             **_placement_of_gpus(config),
             "agent_loop_workers": f"{verl.agent_workers} CPU processes, round-robin over the nodes; each runs "
                                   f"~{math.ceil(s['rollouts'] / verl.agent_workers)} episodes per step",
@@ -481,7 +481,8 @@ def describe_mode(config: Config) -> dict[str, Any]:
     """The training mode as the plan prints it: verl's entry point and config, and what is off-policy."""
     verl = config.train.verl
     spec = MODES[verl.mode]
-    out: dict[str, Any] = {"name": verl.mode, "entry_point": spec.entry_point, "verl_config": spec.config_name}
+    out: dict[str, Any] = {"name": verl.mode, "entry_point": f"{spec.entry_point} ({spec.driver})",
+                           "verl_config": spec.config_name}
     if verl.mode == "sync":
         out["staleness"] = "none: every episode of a step is sampled with the weights it trains"
         return out
