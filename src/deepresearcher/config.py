@@ -644,8 +644,8 @@ class VerlConfig(Section):
         "sync",
         description="`sync`: verl's v1 trainer; every episode of a step is sampled with the weights being trained "
         "(rollout and training share the GPUs). `one_step_off`: verl's one_step_off_policy: rollout runs on its own "
-        "GPUs (rollout_nnodes x rollout_gpus_per_node) one step ahead, so step N trains on episodes sampled with "
-        "the weights of step N-1 while the next batch is generated. `fully_async`: verl's fully_async_policy: a "
+        "GPUs (rollout_nnodes x rollout_gpus_per_node) one step ahead: step N+1's batch is generated while step N "
+        "trains, with the weights step N started from (one update behind). `fully_async`: verl's fully_async_policy: a "
         "rollouter streams episodes, one prompt group at a time, into a message queue that the trainer consumes; "
         "weights are pushed every trigger_parameter_sync_step updates and episodes may be up to "
         "staleness_threshold stale. Both asynchronous modes keep slow tools from idling the training GPUs.",

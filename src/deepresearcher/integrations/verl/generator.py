@@ -11,10 +11,11 @@ verl reports ``stop_reason="completed"`` for both a stop string and the token li
 is ``length`` exactly when the server returned ``max_tokens`` tokens. Token ids are never re-encoded.
 
 A weight sync aborts every turn in flight (verl's ``CheckpointEngineManager.update_weights``: abort, sync,
-resume). Under ``async_training.partial_rollout`` (and always under verl's v1 trainers) verl's
-``FullyAsyncLLMServerClient`` resumes the turn itself from the tokens it had, so this adapter sees one whole
-turn whose ``min_global_steps``/``max_global_steps`` span both weights versions. A turn verl did not resume
-comes back ``aborted`` with part of its tokens: that raises :class:`TurnAborted` (the turn is never used).
+resume). verl's ``FullyAsyncLLMServerClient`` (fully_async's, and its v1 async trainers') resumes the turn
+itself from the tokens it had unless ``async_training.partial_rollout`` is off, so this adapter sees one
+whole turn whose ``min_global_steps``/``max_global_steps`` span both weights versions. A turn verl did not
+resume comes back ``aborted`` with part of its tokens: that raises :class:`TurnAborted` (the turn is never
+used; the agent loop drops the episode).
 
 verl's server also returns ``extra_fields``: the weights version that served the turn (``global_steps``,
 ``min_global_steps``, ``max_global_steps``, ...). ``server_fields`` keeps them for the episode as verl's own

@@ -491,7 +491,8 @@ def describe_mode(config: Config) -> dict[str, Any]:
                             "recomputed by the trainer (agent.protocol re-renders the episode, so the sampling "
                             "log-probs belong to other tokens)")
     if verl.mode == "one_step_off":
-        out["staleness"] = "one step: step N trains on episodes sampled with the weights of step N-1"
+        out["staleness"] = ("one update: step N+1's batch is generated while step N trains, with the weights "
+                            "step N started from (synced between the two generations)")
         return out
     every, mini = sync_every(config), _shapes(config)["mini"]
     out.update({
