@@ -193,10 +193,9 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         self.deepresearcher_config = deepresearcher_config
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        from deepresearcher.agent.session import agent_protocol
         from deepresearcher.reward import is_unanswerable
         from deepresearcher.train.rollout import score_trajectory
-
-        from deepresearcher.agent.session import agent_protocol
 
         resources = _resources(self.deepresearcher_config, self.tokenizer)
         config = resources.config
