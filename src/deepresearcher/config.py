@@ -694,6 +694,45 @@ class VerlConfig(Section):
         default_factory=list,
         description="More verl Hydra overrides (`key=value`), applied last; `--dry-run` validates them with verl.",
     )
+    # The training mode: verl's synchronous trainer or one of its two asynchronous (off-policy) recipes.
+    mode: Literal["sync", "one_step_off", "fully_async"] = Field(
+        "sync",
+        description="`sync`: verl's v1 trainer; every episode of a step is sampled with the weights being trained "
+        "(rollout and training share the GPUs). `one_step_off`: verl's one_step_off_policy: rollout runs on its own "
+        "GPUs (rollout_nnodes x rollout_gpus_per_node) one step ahead: step N+1's batch is generated while step N "
+        "trains, with the weights step N started from (one update behind). `fully_async`: verl's fully_async_policy: a "
+        "rollouter streams episodes, one prompt group at a time, into a message queue that the trainer consumes; "
+        "weights are pushed every trigger_parameter_sync_step updates and episodes may be up to "
+        "staleness_threshold stale. Both asynchronous modes keep slow tools from idling the training GPUs.",
+    )
+    rollout_nnodes: int = Field(
+        1, ge=1, description="Asynchronous modes: machines whose GPUs serve rollouts only (verl's rollout.nnodes); "
+        "the training GPUs are nnodes x gpus_per_node.",
+    )
+    rollout_gpus_per_node: int = Field(
+        8, ge=1, description="Asynchronous modes: rollout GPUs per rollout machine (verl's rollout.n_gpus_per_node).",
+    )
+    staleness_threshold: float = Field(
+        0.1,
+        ge=0,
+        description="fully_async: how far ahead the rollouter may run, as a share of one weights version's samples "
+        "(verl's async_training.staleness_threshold): it pauses once (1 + this) x trigger_parameter_sync_step x "
+        "mini-batch prompt groups were started under the current weights. 0: no episode older than one version.",
+    )
+    trigger_parameter_sync_step: int | None = Field(
+        None,
+        ge=1,
+        description="fully_async: optimizer updates between two weight pushes to the rollout servers (verl's "
+        "async_training.trigger_parameter_sync_step). Null: train.prompts_per_step / the PPO mini-batch, so a step "
+        "(one weights version) takes train.prompts_per_step prompts, as in sync mode.",
+    )
+    partial_rollout: bool = Field(
+        True,
+        description="fully_async: what happens to an episode in flight when weights are pushed (verl's "
+        "async_training.partial_rollout). verl aborts every running generation for the sync. True: the turn is "
+        "resumed after the sync from the tokens it had (its remaining tokens sampled by the new weights; the "
+        "episode records both versions). False: the episode is dropped: no tokens trained, never scored.",
+    )
 
 
 class TrainConfig(Section):

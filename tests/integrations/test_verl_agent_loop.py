@@ -48,7 +48,7 @@ def prepared(config: Config, model: Path) -> tuple[Any, plan.RunFiles]:
     """The run files our planner writes and verl's composed config for them."""
     files = plan.RunFiles.of(config)
     plan.write_run_files(config, files)
-    return plan.compose(plan.overrides(config, files, str(model))), files
+    return plan.compose(plan.overrides(config, files, str(model)), config.train.verl.mode), files
 
 
 def rows_batch(verl_config: Any, files: plan.RunFiles, tokenizer: Any, task_ids: list[str]) -> Any:
@@ -85,8 +85,10 @@ def world_tasks(small_world: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return {"good": picked[0], "long": picked[1]}
 
 
-async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any]) -> dict[str, Any]:
-    """The same scripts through our own engine, tools and template, with verl's episode budget."""
+async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any],
+                           scripts: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The same scripts (default: ``scripts_for``) through our own engine, tools and template, with verl's
+    episode budget."""
     from deepresearcher.agent.loop import RolloutEngine
     from deepresearcher.agent.tools import ToolBox
     from deepresearcher.generate.base import GenerationResult
@@ -98,7 +100,7 @@ async def our_trajectories(config: Config, tokenizer: Any, tasks: dict[str, Any]
             result = await super().generate(prompt_ids, params)
             return GenerationResult(**{**result.model_dump(), "logprobs": [scripted_logprob(i) for i in range(len(result.token_ids))]})
 
-    scripts = scripts_for(tasks)
+    scripts = scripts or scripts_for(tasks)
     env = make_environment(config)
     template = make_template(tokenizer, config)
     out = {}

@@ -75,6 +75,19 @@ async def test_server_failures_are_generation_errors(output: TokenOutput, messag
         await ServerManagerGenerator(FixedServer(output), {}).generate([1], SamplingParams(max_tokens=2))
 
 
+async def test_a_turn_verl_aborted_and_did_not_resume_raises_turn_aborted_keeping_the_versions() -> None:
+    """verl's client hands back an aborted turn (partial_rollout off) with part of its tokens: the turn is not
+    used, and the episode's weights versions are kept for the dropped sample verl still receives."""
+    from deepresearcher.integrations.verl.generator import TurnAborted
+
+    aborted = TokenOutput(token_ids=[1, 2], stop_reason="aborted", extra_fields={
+        "global_steps": 3, "min_global_steps": 3, "max_global_steps": 3})
+    generator = ServerManagerGenerator(FixedServer(aborted), {})
+    with pytest.raises(TurnAborted, match="did not resume"):
+        await generator.generate([1], SamplingParams(max_tokens=4))
+    assert generator.server_fields["min_global_steps"] == 3
+
+
 def test_row_gives_question_and_gold_aliases() -> None:
     row = {"raw_prompt": [{"role": "user", "content": "Who?"}], "reward_model": {"ground_truth": "A<|answer_split|>B"},
            "extra_info": {"index": "t1"}, "data_source": "world"}

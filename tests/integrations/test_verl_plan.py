@@ -156,3 +156,74 @@ def test_the_docs_web_service_config_is_valid(tmp_path: Path) -> None:
     config = load_config(tmp_path / "my-web.yaml")
     assert config.search.backend == "serper" and config.search.top_k == 10
     assert config.backends.serper.api_key_env == "SERPER_API_KEY" and config.serve.host == "0.0.0.0"
+
+
+def test_fully_async_dry_run_composes_verls_fully_async_config(shared_data_dir: Path, tmp_path: Path) -> None:
+    """train.verl.mode=fully_async: verl's own fully_async_ppo_trainer.yaml with the recipe's settings and the
+    async knobs under verl's names, validated by verl; the plan says what runs it and what is off-policy."""
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+
+    from deepresearcher.integrations.verl import plan
+
+    result = dry_run(tmp_path, "--set", "train.verl.mode=fully_async", "--set", "train.verl.staleness_threshold=0.5",
+                     "--set", "train.verl.ppo_mini_batch_size=128", "--set", "train.verl.rollout_gpus_per_node=4",
+                     "--set", "train.verl.partial_rollout=false")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    mode = shown["mode"]
+    assert mode["name"] == "fully_async" and "fully_async_main.main" in mode["entry_point"]
+    assert (mode["updates_per_weights_version"], mode["prompts_per_weights_version"]) == (2, 256)  # 256 / 128
+    assert mode["max_prompt_groups_per_version"] == 384 and mode["in_flight_on_weight_sync"].startswith("dropped")
+    assert "recomputed" in mode["old_log_probs"]  # the recipe's protocol re-renders the episode
+    assert "FullyAsyncTaskRunner" in shown["placement"]["driver"] and shown["per_node"]["rollout_servers"] == 4
+
+    written = OmegaConf.load(shown["verl_config"])
+    plan.validate(written)
+    assert dict(written.async_training) | {"staleness_threshold": 0.5, "trigger_parameter_sync_step": 2,
+                                          "partial_rollout": False, "require_batches": 1} == dict(written.async_training)
+    assert written.data.train_batch_size == 0 and written.data.gen_batch_size == 1
+    assert written.rollout.total_rollout_steps == 100 * 2 * 128 and written.rollout.n == 16
+    assert (written.rollout.n_gpus_per_node, written.actor_rollout_ref.rollout.n_gpus_per_node) == (4, 4)
+    rollout, actor = written.actor_rollout_ref.rollout, written.actor_rollout_ref.actor
+    assert not written.actor_rollout_ref.hybrid_engine and rollout.multi_turn.enable and rollout.calculate_log_probs
+    assert not written.algorithm.rollout_correction.bypass_mode and not actor.use_rollout_log_probs
+    assert rollout.agent.default_agent_loop == "deepresearcher" and actor.ppo_mini_batch_size == 128
+    assert actor.ulysses_sequence_parallel_size == 4 and written.trainer.test_freq == 1  # the recipe's, kept
+
+
+def test_one_step_off_dry_run_composes_verls_one_step_off_config(shared_data_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+
+    result = dry_run(tmp_path, "--set", "train.verl.mode=one_step_off", "--set", "train.verl.rollout_nnodes=2")
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert shown["mode"]["name"] == "one_step_off" and shown["mode"]["staleness"].startswith("one update")
+    written = OmegaConf.load(shown["verl_config"])
+    assert "async_training" not in written and written.rollout.nnodes == 2
+    assert written.actor_rollout_ref.rollout.nnodes == 2 and not written.actor_rollout_ref.hybrid_engine
+    assert written.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"  # one_step_off's YAML
+    assert written.data.train_batch_size == 256
+
+
+def test_async_modes_use_the_sampling_log_probs_only_where_the_sampled_tokens_are_trained() -> None:
+    """verl's bypass_mode (the sampling log-probs are the old policy) under the native protocol; the original's
+    protocol re-renders the text it trains, so there the trainer recomputes them."""
+    from deepresearcher.config import load_config
+    from deepresearcher.integrations.verl import plan
+
+    native = plan.mode_overrides(load_config(overrides=["train.verl.mode=fully_async", "agent.protocol=native"]))
+    assert "algorithm.rollout_correction.bypass_mode=true" in native
+    assert "actor_rollout_ref.actor.use_rollout_log_probs=true" in native
+    assert "algorithm.rollout_correction.bypass_mode=false" in plan.mode_overrides(
+        load_config(RECIPE, overrides=["train.verl.mode=one_step_off"]))
+    assert plan.mode_overrides(load_config(overrides=["train.verl.mode=sync"])) == []
+
+
+def test_an_override_the_fully_async_rollouter_would_refuse_is_refused_now(shared_data_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("verl")
+    result = dry_run(tmp_path, "--set", "train.verl.mode=fully_async",
+                     "--set", "train.verl.overrides=[actor_rollout_ref.rollout.multi_turn.enable=false]")  # no dynamic bsz either
+    assert isinstance(result.exception, ConfigError), result.output
+    assert "single_turn_agent" in str(result.exception)

@@ -25,12 +25,20 @@ What verl receives (``AgentLoopOutput``)::
     extra_fields      what verl's server returned (global_steps, min_global_steps, max_global_steps: the
                       weights versions the episode was sampled with, which verl's v1 trainer reads each
                       step), termination, and reward_extra_info: f1, em, format_error, truncated,
-                      tool_calls, searches, browses (verl's columns and validation metrics)
+                      tool_calls, searches, browses, dropped (verl's columns and validation metrics)
+
+An episode in flight when the weights change (verl's asynchronous modes) is never scored half-done: verl
+resumes its aborted turn (``partial_rollout``; the episode then spans two weights versions, which
+``min_global_steps``/``max_global_steps`` record) or, where it does not, the episode is dropped the way
+verl marks an aborted sample: an empty response (nothing trained; verl's metrics count it in
+``response/aborted_ratio`` and leave it out of the score and length statistics), reward 0 without calling
+the scorer, ``termination = "aborted"`` and ``dropped = 1.0``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +51,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, load_config
 from deepresearcher.data.formats import question_and_golds
 from deepresearcher.errors import ConfigError, DataError
-from deepresearcher.integrations.verl.generator import ServerManagerGenerator
+from deepresearcher.integrations.verl.generator import ServerManagerGenerator, TurnAborted
 
 
 
@@ -150,8 +158,23 @@ def to_output(trajectory: Trajectory, scores: dict[str, float], *, generate_seco
                 "tool_calls": float(len(calls)),
                 "searches": float(sum(1 for c in calls if c.name == "web_search")),
                 "browses": float(sum(1 for c in calls if c.name == "browse_webpage")),
+                "dropped": 0.0,
             },
         },
+    )
+
+
+def dropped_output(prompt_ids: list[int], *, with_logprobs: bool, server_fields: dict[str, Any] | None = None,
+                   generate_seconds: float = 0.0) -> AgentLoopOutput:
+    """An episode verl aborted and did not resume, as verl marks an aborted sample: the prompt and an empty
+    response (no token to train), reward 0 (never scored), the same per-sample fields as a finished one
+    (verl stacks them into columns); ``with_logprobs``: whether the batch's other samples carry log-probs."""
+    info = dict.fromkeys(["f1", "em", "format_error", "truncated", "tool_calls", "searches", "browses"], 0.0)
+    return AgentLoopOutput(
+        prompt_ids=prompt_ids, response_ids=[], response_mask=[], response_logprobs=[] if with_logprobs else None,
+        reward_score=0.0, num_turns=1, metrics=AgentLoopMetrics(generate_sequences=generate_seconds),
+        extra_fields={**(server_fields or {}), "termination": "aborted",
+                      "reward_extra_info": {**info, "dropped": 1.0}},
     )
 
 
@@ -170,19 +193,27 @@ class DeepResearcherAgentLoop(AgentLoopBase):
         self.deepresearcher_config = deepresearcher_config
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        from deepresearcher.agent.session import agent_protocol
         from deepresearcher.reward import is_unanswerable
         from deepresearcher.train.rollout import score_trajectory
 
         resources = _resources(self.deepresearcher_config, self.tokenizer)
         config = resources.config
         task = task_from_row(kwargs)
-        prompt_len = len(resources.template.prompt_ids(task.question))
-        budget, response_bound = episode_budget(prompt_len, config.agent.context_budget,
+        prompt_ids = resources.template.prompt_ids(task.question)
+        budget, response_bound = episode_budget(len(prompt_ids), config.agent.context_budget,
                                                 self.rollout_config.prompt_length, self.rollout_config.response_length)
         generator = ServerManagerGenerator(self.server_manager, sampling_params)
         engine = RolloutEngine(generator, resources.toolbox, resources.template,
                                config.agent.model_copy(update={"context_budget": budget}))
-        trajectory = await engine.run(task)
+        started = time.perf_counter()
+        try:
+            trajectory = await engine.run(task)
+        except TurnAborted:
+            # Sampled log-probs reach verl only where the trained tokens are the sampled ones (to_output).
+            with_logprobs = bool(sampling_params.get("logprobs")) and agent_protocol(config).trains_sampled_tokens
+            return dropped_output(prompt_ids, with_logprobs=with_logprobs, server_fields=generator.server_fields,
+                                  generate_seconds=time.perf_counter() - started)
         if response_bound:
             trajectory.metadata["budget"] = "response_length"
         # The parquet has no `answerable` column: a task is unanswerable when its golds say "cannot find".

@@ -10,6 +10,13 @@ prompt_ids, sampling_params) -> TokenOutput``. This adapter sends each turn of o
 verl reports ``stop_reason="completed"`` for both a stop string and the token limit, so ``finish_reason``
 is ``length`` exactly when the server returned ``max_tokens`` tokens. Token ids are never re-encoded.
 
+A weight sync aborts every turn in flight (verl's ``CheckpointEngineManager.update_weights``: abort, sync,
+resume). verl's ``FullyAsyncLLMServerClient`` (fully_async's, and its v1 async trainers') resumes the turn
+itself from the tokens it had unless ``async_training.partial_rollout`` is off, so this adapter sees one
+whole turn whose ``min_global_steps``/``max_global_steps`` span both weights versions. A turn verl did not
+resume comes back ``aborted`` with part of its tokens: that raises :class:`TurnAborted` (the turn is never
+used; the agent loop drops the episode).
+
 verl's server also returns ``extra_fields``: the weights version that served the turn (``global_steps``,
 ``min_global_steps``, ``max_global_steps``, ...). ``server_fields`` keeps them for the episode as verl's own
 tool agent loop does (the first turn's fields; ``max_global_steps`` from the latest turn): verl's v1
@@ -23,6 +30,11 @@ from uuid import uuid4
 
 from deepresearcher.errors import GenerationError
 from deepresearcher.generate.base import GenerationResult, SamplingParams
+
+
+class TurnAborted(GenerationError):
+    """verl aborted a turn for a weight sync and will not resume it (``async_training.partial_rollout: false``):
+    the episode cannot be finished, and verl's rule is to drop it."""
 
 
 class TokenServer(Protocol):
@@ -49,9 +61,9 @@ class ServerManagerGenerator:
         request = {**self.sampling_params, "max_tokens": params.max_tokens, "stop": list(params.stop)}
         self.calls += 1
         output = await self.server.generate(self.request_id, prompt_ids=list(prompt_ids), sampling_params=request)
-        if output.stop_reason == "aborted":
-            raise GenerationError(f"verl aborted request {self.request_id} (turn {self.calls}); the rollout cannot go on.")
         self._keep_server_fields(dict(output.extra_fields or {}))
+        if output.stop_reason in ("aborted", "abort"):  # vLLM's and SGLang's spelling
+            raise TurnAborted(f"verl aborted request {self.request_id} (turn {self.calls}) and did not resume it.")
         ids = list(output.token_ids)
         if len(ids) > params.max_tokens:
             raise GenerationError(f"verl's server returned {len(ids)} tokens for max_tokens={params.max_tokens}.")

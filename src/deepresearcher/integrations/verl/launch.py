@@ -2,8 +2,10 @@
 
 One machine: Ray is started for the run (``ray.init`` with no address) and stopped when it ends, so there
 is nothing to start by hand. A cluster: ``train.verl.ray_address`` (``auto`` on a node of a cluster made
-with ``ray start``) joins it and only disconnects at the end. The trainer itself is verl's
-``main_ppo`` driver (``run_ppo`` with its ``TaskRunner``), unchanged.
+with ``ray start``) joins it and only disconnects at the end. The trainer itself is verl's, unchanged, by
+``train.verl.mode``: ``main_ppo``'s ``run_ppo`` with ``TaskRunnerV1`` (sync), or the asynchronous recipes'
+own ``main`` (one_step_off_policy's ``OneStepTaskRunner``, fully_async_policy's ``FullyAsyncTaskRunner``),
+handed the composed config as Hydra's ``main`` takes one in place of its command line.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class PreparedRun:
     files: plan.RunFiles
     verl_config: Any
     summary: dict[str, Any]
+    mode: str = "sync"  # train.verl.mode: which of verl's entry points runs verl_config
 
 
 def prepare(config: Config, model: str, *, resume: bool = False) -> PreparedRun:
@@ -33,24 +36,31 @@ def prepare(config: Config, model: str, *, resume: bool = False) -> PreparedRun:
     summary = plan.describe(config, model)
     override_list = plan.overrides(config, files, model, resume=resume)
     counts = plan.write_run_files(config, files)
-    verl_config = plan.compose(override_list)
+    verl_config = plan.compose(override_list, config.train.verl.mode)
     plan.validate(verl_config)
     files.verl_yaml.write_text(OmegaConf.to_yaml(verl_config), encoding="utf-8")
     summary["data"] = {**counts, "train_parquet": str(files.train_parquet), "val_parquet": str(files.val_parquet)}
     summary["verl_config"] = str(files.verl_yaml)
     summary["verl_validation"] = "passed"
-    return PreparedRun(files, verl_config, summary)
+    return PreparedRun(files, verl_config, summary, config.train.verl.mode)
 
 
 def run(prepared: PreparedRun) -> None:
-    """Run verl's PPO driver on the prepared config; Ray is shut down (or disconnected) afterwards."""
-    import ray
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
-    from verl.utils.device import auto_set_device
+    """Run the mode's verl entry point on the prepared config; Ray is shut down (or disconnected) afterwards."""
+    import importlib
 
-    auto_set_device(prepared.verl_config)
+    import ray
+
+    mode = plan.MODES[prepared.mode]
     try:
-        run_ppo(prepared.verl_config, task_runner_class=TaskRunnerV1)
+        if mode.asynchronous:
+            importlib.import_module(mode.module).main(prepared.verl_config)
+        else:
+            from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+            from verl.utils.device import auto_set_device
+
+            auto_set_device(prepared.verl_config)
+            run_ppo(prepared.verl_config, task_runner_class=TaskRunnerV1)
     finally:
         if ray.is_initialized():
             ray.shutdown()

@@ -25,6 +25,18 @@ How our knobs map (everything else is verl's default, or ``train.verl.overrides`
 ``train.verl.ppo_mini_batch_size`` null (the default) makes one update per step of all its rollouts, as
 the original DeepResearcher trained (its ``ppo_mini_batch_size=4096`` = 256 prompts x 16).
 
+``train.verl.mode`` picks verl's config file and entry point (``MODES``): ``sync`` is ``ppo_trainer`` under
+``main_ppo``'s ``TaskRunnerV1``; ``one_step_off`` and ``fully_async`` are verl's own recipes, composed
+from their own YAML (which inherits ``ppo_trainer``) with the same overrides plus the mode's
+(``mode_overrides``): rollout on its own GPUs (``rollout.nnodes``, ``rollout.n_gpus_per_node``, no hybrid
+engine) and, for ``fully_async``, one prompt group per rollout sample (``data.train_batch_size=0``,
+``gen_batch_size=1``), our agent loop for every sample (``multi_turn.enable``), and ``async_training.*``::
+
+    train.verl.staleness_threshold          async_training.staleness_threshold
+    train.verl.trigger_parameter_sync_step  async_training.trigger_parameter_sync_step (null: updates per step)
+    train.verl.partial_rollout              async_training.partial_rollout
+    train.max_steps                         rollout.total_rollout_steps = steps x updates per step x mini-batch
+
 The plan (``describe``) needs nothing installed; ``compose`` and ``validate`` need verl.
 """
 
@@ -44,6 +56,29 @@ from deepresearcher.agent.session import agent_protocol, episode_plan
 
 AGENT_LOOP_CLASS = "deepresearcher.integrations.verl.agent_loop.DeepResearcherAgentLoop"
 AGENT_NAME = "deepresearcher"  # the name agent_loop.yaml registers DeepResearcherAgentLoop under
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One of verl's training modes: the module whose ``config/`` holds its Hydra config, and that config."""
+
+    module: str
+    config_name: str
+    entry_point: str
+    driver: str  # the Ray actor that runs the training loop
+
+    @property
+    def asynchronous(self) -> bool:
+        return self.config_name != "ppo_trainer"
+
+
+MODES = {
+    "sync": Mode("verl.trainer.main_ppo", "ppo_trainer", "verl.trainer.main_ppo.run_ppo", "TaskRunnerV1"),
+    "one_step_off": Mode("verl.experimental.one_step_off_policy.main_ppo", "one_step_off_ppo_trainer",
+                         "verl.experimental.one_step_off_policy.main_ppo.main", "OneStepTaskRunner"),
+    "fully_async": Mode("verl.experimental.fully_async_policy.fully_async_main", "fully_async_ppo_trainer",
+                        "verl.experimental.fully_async_policy.fully_async_main.main", "FullyAsyncTaskRunner"),
+}
 
 
 @dataclass(frozen=True)
@@ -111,12 +146,15 @@ def _shapes(config: Config) -> dict[str, int]:
         raise ConfigError(f"An update holds {mini} prompts x {cfg.group_size} rollouts = {mini * cfg.group_size}, which "
                           f"{dp} data-parallel ranks ({gpus} GPUs (train.verl.nnodes x gpus_per_node) / "
                           f"sequence_parallel_size {verl.sequence_parallel_size}) cannot share evenly; change one of them.")
-    if verl.gpus_per_node % verl.tensor_parallel_size:
+    rollout_gpus, rollout_key = ((verl.rollout_gpus_per_node, "rollout_gpus_per_node") if MODES[verl.mode].asynchronous
+                                 else (verl.gpus_per_node, "gpus_per_node"))
+    if rollout_gpus % verl.tensor_parallel_size:
         raise ConfigError(f"train.verl.tensor_parallel_size ({verl.tensor_parallel_size}) must divide "
-                          f"train.verl.gpus_per_node ({verl.gpus_per_node}).")
+                          f"train.verl.{rollout_key} ({rollout_gpus}).")
     per_rank = mini * cfg.group_size // dp
     micro = min(cfg.micro_batch_size, per_rank)
-    return {"gpus": gpus, "dp": dp, "mini": mini, "rollouts": rollouts, "per_rank_update": per_rank, "micro": micro}
+    return {"gpus": gpus, "dp": dp, "mini": mini, "rollouts": rollouts, "per_rank_update": per_rank, "micro": micro,
+            "updates": cfg.prompts_per_step // mini}
 
 
 def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = False) -> list[str]:
@@ -187,8 +225,53 @@ def overrides(config: Config, files: RunFiles, model: str, *, resume: bool = Fal
         f"trainer.experiment_name={cfg.run_name}",
         f"trainer.default_local_dir={files.root / 'checkpoints'}",
         f"trainer.resume_mode={'auto' if resume else 'disable'}",
+        *mode_overrides(config),
         *verl.overrides,
     ]
+
+
+def sync_every(config: Config) -> int:
+    """fully_async: optimizer updates per weights version (``trigger_parameter_sync_step``)."""
+    return config.train.verl.trigger_parameter_sync_step or _shapes(config)["updates"]
+
+
+def mode_overrides(config: Config) -> list[str]:
+    """What ``train.verl.mode`` adds to the shared overrides (nothing for ``sync``).
+
+    Both asynchronous modes serve rollouts from their own GPUs and need the sampling log-probs
+    (``calculate_log_probs``: verl's rollouter refuses to start without them). Where the trained tokens are
+    the sampled ones, they are the old policy (verl's ``bypass_mode``, the recipes' default); where our
+    protocol re-renders the episode (``agent.protocol: deepresearcher``) they belong to other tokens, so the
+    trainer recomputes the old log-probs instead (verl's non-bypass path: the weights at the start of the
+    weights version)."""
+    verl = config.train.verl
+    if not MODES[verl.mode].asynchronous:
+        return []
+    sampled = str(agent_protocol(config).trains_sampled_tokens).lower()
+    rollout = "actor_rollout_ref.rollout"
+    out = [
+        "actor_rollout_ref.hybrid_engine=false",
+        f"rollout.nnodes={verl.rollout_nnodes}",
+        f"rollout.n_gpus_per_node={verl.rollout_gpus_per_node}",
+        f"{rollout}.calculate_log_probs=true",
+        f"algorithm.rollout_correction.bypass_mode={sampled}",
+    ]
+    if verl.mode == "fully_async":
+        cfg, every = config.train, sync_every(config)
+        mini = _shapes(config)["mini"]
+        out += [
+            "data.train_batch_size=0",  # the rollouter feeds one prompt (and its group) at a time
+            "data.gen_batch_size=1",
+            f"{rollout}.multi_turn.enable=true",  # else verl's rollouter runs its single_turn_agent, not ours
+            f"rollout.n={cfg.group_size}",
+            f"rollout.total_rollout_steps={cfg.max_steps * every * mini}",
+            f"async_training.staleness_threshold={verl.staleness_threshold}",
+            f"async_training.trigger_parameter_sync_step={every}",
+            f"async_training.partial_rollout={str(verl.partial_rollout).lower()}",
+            "async_training.require_batches=1",
+            f"actor_rollout_ref.actor.use_rollout_log_probs={sampled}",  # a key of fully_async's YAML only
+        ]
+    return out
 
 
 def check_task_counts(config: Config, train_tasks: int, val_tasks: int) -> None:
@@ -237,37 +320,81 @@ def write_run_files(config: Config, files: RunFiles) -> dict[str, int]:
     return {"train_tasks": len(sets.grpo), "val_tasks": len(sets.test)}
 
 
-def compose(override_list: list[str]) -> Any:
-    """verl's ``ppo_trainer`` config with ``override_list`` applied (Hydra refuses unknown keys)."""
+def compose(override_list: list[str], mode: str = "sync") -> Any:
+    """verl's config file for ``mode`` (``MODES``) with ``override_list`` applied (Hydra refuses unknown keys).
+
+    The asynchronous recipes' YAML inherits ``ppo_trainer`` through a search path; one_step_off's names it
+    relative to verl's source checkout, so the installed package's path is given instead. Their entry points
+    then copy ``rollout.nnodes``/``n_gpus_per_node`` into the rollout config; so does this, so that
+    ``verl.yaml`` and the validation see the config verl's trainer will run."""
+    import importlib
+
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    import verl.trainer.main_ppo as main_ppo
-
-    config_dir = Path(main_ppo.__file__).parent / "config"
+    spec = MODES[mode]
+    config_dir = Path(importlib.import_module(spec.module).__file__).parent / "config"
+    search_path = ["hydra.searchpath=[pkg://verl.trainer.config]"] if spec.asynchronous else []
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            return hydra_compose(config_name="ppo_trainer", overrides=override_list)
+            verl_config = hydra_compose(config_name=spec.config_name, overrides=[*search_path, *override_list])
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(f"verl refused the generated config: {exc} (check train.verl.overrides).") from None
+    if spec.asynchronous:
+        verl_config.actor_rollout_ref.rollout.nnodes = verl_config.rollout.nnodes
+        verl_config.actor_rollout_ref.rollout.n_gpus_per_node = verl_config.rollout.n_gpus_per_node
+    return verl_config
 
 
 def validate(verl_config: Any) -> None:
-    """verl's own checks (``verl.utils.config.validate_config``), as its trainer runs them at start."""
+    """verl's own checks (``verl.utils.config.validate_config``), as its trainer runs them at start.
+
+    fully_async: its ``data.train_batch_size`` is 0 (the rollouter feeds one prompt group at a time), which
+    ``validate_config`` takes for the size of a step and refuses; the batch each of its trainer steps takes
+    is ``ppo_mini_batch_size x require_batches`` prompt groups, so that is what the checks are run on, and
+    then what verl's rollouter asserts when it starts."""
+    from omegaconf import OmegaConf, open_dict
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
+    fully_async = "async_training" in verl_config
+    checked = verl_config
+    if fully_async:
+        checked = OmegaConf.create(OmegaConf.to_container(verl_config))
+        with open_dict(checked):
+            checked.data.train_batch_size = (checked.actor_rollout_ref.actor.ppo_mini_batch_size
+                                             * checked.async_training.require_batches)
     try:  # verl prints its verdict and warns that GRPO has no critic: keep stdout for our plan
         with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            validate_config(config=verl_config, use_reference_policy=need_reference_policy(verl_config),
-                            use_critic=need_critic(verl_config))
+            validate_config(config=checked, use_reference_policy=need_reference_policy(checked),
+                            use_critic=need_critic(checked))
     except (AssertionError, ValueError, TypeError) as exc:
         raise ConfigError(f"verl's config validation failed: {exc}") from None
+    if fully_async:
+        _check_fully_async(verl_config)
+
+
+def _check_fully_async(verl_config: Any) -> None:
+    """What verl's ``FullyAsyncRollouter`` asserts when it starts (after the GPUs are taken), checked now."""
+    rollout = verl_config.actor_rollout_ref.rollout
+    problems = [
+        (verl_config.data.train_batch_size != 0, "data.train_batch_size must be 0 (the rollouter feeds one prompt group "
+                                                 "at a time)"),
+        (verl_config.data.gen_batch_size != 1, "data.gen_batch_size must be 1"),
+        (verl_config.actor_rollout_ref.hybrid_engine, "actor_rollout_ref.hybrid_engine must be false"),
+        (not rollout.calculate_log_probs, "actor_rollout_ref.rollout.calculate_log_probs must be true"),
+        (not rollout.multi_turn.enable, "actor_rollout_ref.rollout.multi_turn.enable must be true, or verl runs its "
+                                        "single_turn_agent instead of our loop"),
+    ]
+    wrong = [message for failed, message in problems if failed]
+    if wrong:
+        raise ConfigError(f"verl's fully_async rollouter would refuse this config: {'; '.join(wrong)} "
+                          "(check train.verl.overrides).")
 
 
 def describe(config: Config, model: str) -> dict[str, Any]:
@@ -276,7 +403,7 @@ def describe(config: Config, model: str) -> dict[str, Any]:
     cfg, verl = config.train, config.train.verl
     s = _shapes(config)
     prompt_len, response_len = verl.max_prompt_length, response_length(config)
-    replicas_per_node = verl.gpus_per_node // verl.tensor_parallel_size
+    replicas_per_node = _rollout_gpus(config)[1] // verl.tensor_parallel_size
     environment = (f"handler services at {', '.join(config.env.server_urls)} (CPU machines)"
                    if config.env.server_urls else "in process, inside each agent-loop worker")
     dynamic = "actor_rollout_ref.actor.use_dynamic_bsz=true" in verl.overrides
@@ -291,7 +418,7 @@ def describe(config: Config, model: str) -> dict[str, Any]:
             "rollouts_per_step": s["rollouts"],
             "mini_batch_prompts": s["mini"],
             "mini_batch_rollouts": s["mini"] * cfg.group_size,
-            "updates_per_step": cfg.prompts_per_step // s["mini"],
+            "updates_per_step": sync_every(config) if verl.mode == "fully_async" else s["updates"],
         },
         "global": {
             "nodes": verl.nnodes,
@@ -314,12 +441,10 @@ def describe(config: Config, model: str) -> dict[str, Any]:
             "grad_accumulation": None if dynamic else math.ceil(s["per_rank_update"] / s["micro"]),
             "offload": {"params": verl.param_offload, "optimizer": verl.optimizer_offload},
         },
+        "mode": describe_mode(config),
         "placement": {
-            "driver": "verl's TaskRunnerV1 (Ray actor, CPU) on any node; this command waits for it",
-            "actor_ref_rollout": f"one FSDP worker per GPU on every node ({s['gpus']} in all), colocated with "
-                                 f"{verl.rollout_engine} (hybrid engine: weights shared between training and rollout)",
-            "rollout_servers": f"{replicas_per_node * verl.nnodes} {verl.rollout_engine} servers, "
-                               f"{verl.tensor_parallel_size} GPU(s) each",
+            "driver": f"verl's {MODES[verl.mode].driver} (Ray actor, CPU) on any node; this command waits for it",
+            **_placement_of_gpus(config),
             "agent_loop_workers": f"{verl.agent_workers} CPU processes, round-robin over the nodes; each runs "
                                   f"~{math.ceil(s['rollouts'] / verl.agent_workers)} episodes per step",
             "environment": environment,
@@ -327,3 +452,56 @@ def describe(config: Config, model: str) -> dict[str, Any]:
         },
         "config_hash": config.config_hash(),
     }
+
+
+def _rollout_gpus(config: Config) -> tuple[int, int]:
+    """Machines and GPUs per machine that serve rollouts: the training GPUs themselves in sync mode
+    (verl's hybrid engine), their own GPUs in the asynchronous modes."""
+    verl = config.train.verl
+    if MODES[verl.mode].asynchronous:
+        return verl.rollout_nnodes, verl.rollout_gpus_per_node
+    return verl.nnodes, verl.gpus_per_node
+
+
+def _placement_of_gpus(config: Config) -> dict[str, str]:
+    verl = config.train.verl
+    nodes, per_node = _rollout_gpus(config)
+    gpus = verl.nnodes * verl.gpus_per_node
+    servers = f"{nodes * per_node // verl.tensor_parallel_size} {verl.rollout_engine} servers, " \
+              f"{verl.tensor_parallel_size} GPU(s) each"
+    if not MODES[verl.mode].asynchronous:
+        return {"actor_ref_rollout": f"one FSDP worker per GPU on every node ({gpus} in all), colocated with "
+                                     f"{verl.rollout_engine} (hybrid engine: weights shared between training and rollout)",
+                "rollout_servers": servers}
+    return {"actor_ref": f"one FSDP worker per training GPU ({verl.nnodes} node(s) x {verl.gpus_per_node})",
+            "rollout_servers": f"{servers}, on their own {nodes} node(s) x {per_node} GPUs; weights pushed over NCCL"}
+
+
+def describe_mode(config: Config) -> dict[str, Any]:
+    """The training mode as the plan prints it: verl's entry point and config, and what is off-policy."""
+    verl = config.train.verl
+    spec = MODES[verl.mode]
+    out: dict[str, Any] = {"name": verl.mode, "entry_point": f"{spec.entry_point} ({spec.driver})",
+                           "verl_config": spec.config_name}
+    if verl.mode == "sync":
+        out["staleness"] = "none: every episode of a step is sampled with the weights it trains"
+        return out
+    sampled = agent_protocol(config).trains_sampled_tokens
+    out["old_log_probs"] = ("the sampling log-probs (verl's bypass_mode)" if sampled else
+                            "recomputed by the trainer (agent.protocol re-renders the episode, so the sampling "
+                            "log-probs belong to other tokens)")
+    if verl.mode == "one_step_off":
+        out["staleness"] = ("one update: step N+1's batch is generated while step N trains, with the weights "
+                            "step N started from (synced between the two generations)")
+        return out
+    every, mini = sync_every(config), _shapes(config)["mini"]
+    out.update({
+        "updates_per_weights_version": every,
+        "prompts_per_weights_version": every * mini,
+        "staleness_threshold": verl.staleness_threshold,
+        "max_prompt_groups_per_version": int(mini * (1 + verl.staleness_threshold) * every),
+        "in_flight_on_weight_sync": ("resumed: the aborted turn continues from its tokens under the new weights"
+                                     if verl.partial_rollout else
+                                     "dropped: the episode trains no token and is never scored"),
+    })
+    return out
