@@ -260,3 +260,47 @@ def test_an_observation_kept_only_as_text_still_grounds_and_names_its_queries():
                           text="search: Acme Corp founder\n1. Acme Corp | https://x.test | founded by Ann Lee")
     record = behaviour_record(episode(TurnRecord(text="", tool_call=call), answer="Ann Lee"), HOP2)
     assert record.grounded is True and record.plan == "skipped"  # Ann Lee, hop 2's subject, was never searched
+
+
+# ---------------------------------------------------------------------------------------------- two-entity steps
+
+COMPARISON = {"id": "k1", "type": "comparison", "question": "Which was founded earlier, Acme Corp or Zenith Ltd?",
+              "golds": ["Acme Corp"], "answerable": True, "evidence_urls": [WIKI + "Acme_Corp", WIKI + "Zenith_Ltd"],
+              "chain": [hop("Acme Corp", "founded_year", "1901", WIKI + "Acme_Corp"),
+                        hop("Zenith Ltd", "founded_year", "1950", WIKI + "Zenith_Ltd")]}
+
+
+def test_a_comparison_that_searched_and_read_both_entities_and_answered_right_counts_every_step():
+    turns = (search("Acme Corp founded", ("Acme Corp", WIKI + "Acme_Corp", "A company.")),
+             search("Zenith Ltd founded", ("Zenith Ltd", WIKI + "Zenith_Ltd", "A firm.")),
+             browse((WIKI + "Acme_Corp", "| Founded | 1901 |")), browse((WIKI + "Zenith_Ltd", "| Founded | 1950 |")))
+    record = behaviour_record(episode(*turns, answer="Acme Corp"), COMPARISON)
+    assert (record.entities_searched, record.entities_read, record.correct) == (2, 2, True)
+    assert "entity_not_searched" not in record.tags
+    rates = behaviour_rates([record])
+    assert rates["both_entities_searched"] == rates["both_pages_read"] == rates["right_when_both_read"] == {"rate": 1.0, "n": 1}
+
+
+def test_a_garbled_second_name_is_a_missed_search_and_a_wrong_pick_after_reading_both_is_the_comparison_step():
+    garbled = (search("Acme Corp founded", ("Acme Corp", WIKI + "Acme_Corp", "A company.")),
+               browse((WIKI + "Acme_Corp", "| Founded | 1901 |")),
+               search("Zenith Mirror founded", ("Zenith Mirror", WIKI + "Zenith_Mirror", "A film.")))
+    missed = behaviour_record(episode(*garbled, answer="Acme Corp"), COMPARISON)
+    assert (missed.entities_searched, missed.entities_read) == (1, 1) and "entity_not_searched" in missed.tags
+    read_both = (search("Acme Corp founded", ("Acme Corp", WIKI + "Acme_Corp", "A company.")),
+                 browse((WIKI + "Acme_Corp", "| Founded | 1901 |")),
+                 search("Zenith Ltd founded", ("Zenith Ltd", WIKI + "Zenith_Ltd", "A firm.")),
+                 browse((WIKI + "Zenith_Ltd", "| Founded | 1950 |")))
+    wrong = behaviour_record(episode(*read_both, answer="Zenith Ltd"), COMPARISON)
+    assert (wrong.entities_searched, wrong.entities_read, wrong.correct) == (2, 2, False)
+    rates = behaviour_rates([missed, wrong])
+    assert rates["both_entities_searched"] == {"rate": 0.5, "n": 2}
+    assert rates["both_pages_read"] == {"rate": 0.5, "n": 2}
+    assert rates["right_when_both_read"] == {"rate": 0.0, "n": 1}
+
+
+def test_two_entity_steps_apply_only_to_two_entity_world_tasks():
+    turns = (search("Acme Corp founder", ("Acme Corp", WIKI + "Acme_Corp", "A company.")),)
+    record = behaviour_record(episode(*turns, answer="Ann Lee"), HOP2)
+    assert (record.entities_searched, record.entities_read, record.correct) == (None, None, None)
+    assert behaviour_rates([record])["both_pages_read"] == {"rate": None, "n": 0}

@@ -17,6 +17,9 @@ are in docs/eval.md ("Research behaviours"); in short:
   within an episode are counted on their own.
 - **honesty**: abstention ("cannot find", ``reward.says_cannot_find``) precision and recall against the
   task's answerability.
+- **two-entity steps**: on world ``comparison``/``two_page`` tasks, which step of the research failed: whether
+  the searches named both entities (the second name is copied from further back), whether both evidence
+  pages were read, and whether the answer was right when they were.
 - **planning**: on world ``hop2``/``hop3`` tasks, whether the searches name each hop's subject, first mentions
   in the chain's order (``in_order``, ``out_of_order``, ``skipped``). On real questions (no chain): whether a
   later query uses a name or number first seen in an observation, not in the question (``chained``).
@@ -54,11 +57,13 @@ __all__ = [
 
 PLANNED_TYPES = ("hop2", "hop3")
 """World task types whose chain the planning measure follows."""
+TWO_ENTITY_TYPES = ("comparison", "two_page")
+"""World task types that need one fact from each of two entities' pages."""
 YES_NO = frozenset({"yes", "no"})
 """Answers that any page "contains": not checkable for grounding."""
 BEHAVIOUR_TAGS: tuple[str, ...] = (
     "grounded", "unsupported", "abstained", "cross_checked", "reflected", "no_reflection", "repeated_calls",
-    "believed_contradicting", "plan_in_order", "plan_out_of_order", "plan_skipped",
+    "believed_contradicting", "plan_in_order", "plan_out_of_order", "plan_skipped", "entity_not_searched",
 )
 """The viewer's behaviour filter values (:attr:`BehaviourRecord.tags`)."""
 
@@ -185,6 +190,9 @@ class BehaviourRecord:
     repeated_calls: int = 0
     plan: str | None = None  # world: in_order | out_of_order | skipped | no_search; real: chained | unchained | single | no_search
     world: bool = False
+    entities_searched: int | None = None  # two-entity world tasks: entities whose name a query holds
+    entities_read: int | None = None  # ... and whose evidence page was read
+    correct: bool | None = None  # ... and whether the answer is a gold
 
     @property
     def tags(self) -> list[str]:
@@ -196,6 +204,7 @@ class BehaviourRecord:
             "repeated_calls": self.repeated_calls > 0, "believed_contradicting": self.believed == "contradicting",
             "plan_in_order": self.plan == "in_order", "plan_out_of_order": self.plan == "out_of_order",
             "plan_skipped": self.plan == "skipped",
+            "entity_not_searched": self.entities_searched is not None and self.entities_searched < 2,
         }
         return [tag for tag in BEHAVIOUR_TAGS if flags[tag]]
 
@@ -232,7 +241,18 @@ def behaviour_record(trajectory: Trajectory, task: TaskLabels | Any) -> Behaviou
         _cross_check(record, calls, labels, answer, abstained)
     _reflection(record, calls, labels)
     record.plan = _plan(calls, labels, trajectory.question)
+    if labels.type in TWO_ENTITY_TYPES and labels.chain:
+        _two_entity_steps(record, calls, labels, answer)
     return record
+
+
+def _two_entity_steps(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None) -> None:
+    queries = [f" {normalize_answer(q)} " for c in calls if c.name == "web_search" for q in c.queries]
+    read = {u for c in calls for u in c.read}
+    record.entities_searched = sum(any(f" {normalize_answer(str(hop['subject']))} " in q for q in queries)
+                                   for hop in labels.chain)
+    record.entities_read = sum(any(u in read for u in hop.get("evidence_urls") or ()) for hop in labels.chain)
+    record.correct = answer is not None and normalize_answer(answer) in {normalize_answer(g) for g in labels.golds}
 
 
 def _cross_check(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None,
@@ -350,6 +370,8 @@ def behaviour_rates(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> d
     planned = [r for r in rows if r.get("world") and r.get("plan") is not None]
     real_plan = [r for r in rows if not r.get("world") and r.get("plan") not in (None, "no_search")]
     judged = [r for r in checked if r.get("judged_grounded") is not None]
+    two = [r for r in rows if r.get("entities_read") is not None]
+    both_read = [r for r in two if r["entities_read"] == 2]
     return {
         "episodes": {"rate": None, "n": len(rows)},
         "grounded": _rate(sum(r["grounded"] for r in checked), len(checked)),
@@ -366,6 +388,9 @@ def behaviour_rates(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> d
         "abstention_precision": _rate(sum(not r["answerable"] for r in abstained), len(abstained)),
         "abstention_recall": _rate(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
         "plan_in_order": _rate(sum(r["plan"] == "in_order" for r in planned), len(planned)),
+        "both_entities_searched": _rate(sum(r["entities_searched"] == 2 for r in two), len(two)),
+        "both_pages_read": _rate(sum(r["entities_read"] == 2 for r in two), len(two)),
+        "right_when_both_read": _rate(sum(r["correct"] for r in both_read), len(both_read)),
         "plan_chained": _rate(sum(r["plan"] == "chained" for r in real_plan), len(real_plan)),
         "judge_agreement": _rate(sum(r["judged_grounded"] == r["grounded"] for r in judged), len(judged)),
     }
@@ -417,6 +442,8 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("repeated_calls", "repeated calls", False),
     ("abstention_precision", "abstain P", True), ("abstention_recall", "abstain R", True),
     ("plan_in_order", "plan in order", True), ("plan_chained", "chained queries", True),
+    ("both_entities_searched", "2 entities: both searched", True), ("both_pages_read", "2 entities: both read", True),
+    ("right_when_both_read", "2 entities: right when read", True),
 )
 """The report columns: (rate, title, shown as a percentage)."""
 
