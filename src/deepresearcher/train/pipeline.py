@@ -114,6 +114,7 @@ def run_grpo(
     (``heldout_*`` in metrics.jsonl, ``eval_step_<n>.jsonl``) and of the final one (``eval_after_grpo.jsonl``,
     ``heldout.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
     """
+    from deepresearcher.train.async_grpo import train_async_grpo
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.heldout import evaluate, evaluate_model
     from deepresearcher.train.run_dir import RunDir
@@ -134,8 +135,14 @@ def run_grpo(
             run.write_jsonl(f"eval_step_{step:05d}.jsonl", result.rows)
             return {f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"}
 
-        result = train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
-                            resume=resume, show_progress=show_progress, held_out=evaluate_live if held_out else None)
+        scorer = lambda t, task: score_trajectory(t, task, config)  # noqa: E731
+        live = evaluate_live if held_out else None
+        if config.train.async_grpo.enabled:
+            result = train_async_grpo(config, start, prompts, active, scorer, resume=resume,
+                                      show_progress=show_progress, held_out=live)
+        else:
+            result = train_grpo(config, start, prompts, active.collect, scorer, resume=resume,
+                                show_progress=show_progress, held_out=live)
         if held_out:
             final = evaluate(result.model_dir, held_out, active, config)
             run.write_jsonl("eval_after_grpo.jsonl", final.rows)
