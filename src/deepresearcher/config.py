@@ -188,6 +188,58 @@ class ServeConfig(Section):
     graceful_timeout_s: float = Field(30.0, ge=0, description="Seconds in-flight requests get to finish on shutdown.")
 
 
+class LatencyConfig(Section):
+    """Simulated slow tools: each search and browse call first waits a delay drawn for it (or records its own).
+
+    So a run on a fast local index waits as on the live web (a page fetch plus a reader model: under a second to
+    a minute), and synchronous and asynchronous training can be compared offline (``web/latency.py``).
+    """
+
+    distribution: Literal["none", "lognormal", "replay"] = Field(
+        "none",
+        description="`none`: no added delay. `lognormal`: a heavy-tailed draw set by `median_s` and `p99_s`. "
+        "`replay`: a draw from the latencies recorded in `replay_file`. Each draw is a pure function of "
+        "(`seed`, call kind, call content, how often that content was called before), so synchronous and "
+        "asynchronous runs of the same calls wait the same delays.",
+    )
+    median_s: float = Field(1.0, gt=0, description="`lognormal`: median delay of one search call, in seconds.")
+    p99_s: float = Field(
+        15.0, gt=0, description="`lognormal`: 99th-percentile delay of one search call (>= `median_s`)."
+    )
+    browse_scale: float = Field(
+        1.0, gt=0, description="`lognormal`: browse delays are search's times this (a browse fetches pages and runs "
+        "a reader, so it is the slower tool on the live web).",
+    )
+    seed: int = Field(0, description="Seed of the delays; the same seed gives the same delay to the same call.")
+    replay_file: Path | None = Field(
+        None,
+        description="`replay`: recorded latencies, one per line: a JSON object `{\"kind\": \"search\"|\"browse\", "
+        "\"seconds\": 0.8}` (as `record_file` writes) or a bare number (any kind). A call draws from its kind's "
+        "records, or from all of them when its kind has none.",
+    )
+    record_file: Path | None = Field(
+        None,
+        description="Append each call's measured wall time in the environment (the simulated delay not included) "
+        "to this file, in `replay_file`'s format: record against the live web once, replay offline. Works with "
+        "any `distribution`.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LatencyConfig:
+        if self.distribution == "lognormal" and self.p99_s < self.median_s:
+            raise ValueError(f"env.latency.p99_s ({self.p99_s}) is below median_s ({self.median_s}); "
+                             "set p99_s >= median_s (e.g. median_s=1, p99_s=15)")
+        if self.distribution == "replay" and self.replay_file is None:
+            raise ValueError("env.latency.distribution=replay needs env.latency.replay_file (a file of recorded "
+                             "latencies, e.g. one written by env.latency.record_file)")
+        return self
+
+    @property
+    def active(self) -> bool:
+        """Whether the environment needs the latency wrapper: a delay to add or latencies to record."""
+        return self.distribution != "none" or self.record_file is not None
+
+
 class EnvConfig(Section):
     """Where rollouts get their environment: in process, or from handler services over HTTP."""
 
@@ -211,6 +263,9 @@ class EnvConfig(Section):
     max_connections: int = Field(256, ge=1, description="Open connections per server.")
     auth_token_env: str | None = Field(
         None, description="Name of an environment variable holding the handlers' bearer token."
+    )
+    latency: LatencyConfig = Field(
+        default_factory=LatencyConfig, description="Simulated slow tools: a delay before each search and browse call."
     )
 
 
