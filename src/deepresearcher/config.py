@@ -716,6 +716,11 @@ class AsyncTrainConfig(Section):
         0, ge=0, description="Groups the rollout worker runs at once. 0: (max_staleness + 1) x prompts_per_step, "
         "enough to fill the steps a sample may still be trained in."
     )
+    vllm_server_url: str = Field(
+        "http://localhost:8000", description="With train.use_vllm: the vLLM server the rollout worker samples from "
+        "and TRL's NCCL weight transfer loads (started with VLLM_SERVER_DEV_MODE=1 and "
+        "--weight-transfer-config '{\"backend\":\"nccl\"}'; bench/gpu_check.sh)."
+    )
 
 
 class TrainConfig(Section):

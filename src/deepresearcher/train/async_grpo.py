@@ -75,6 +75,7 @@ def async_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
         temperature=config.agent.temperature,
         max_completion_length=config.agent.context_budget,
         token_budget=0,  # micro-batches of micro_batch_size samples (a budget would ask a vLLM server for it)
+        vllm_server_base_url=cfg.async_grpo.vllm_server_url,
         max_staleness=cfg.async_grpo.max_staleness,
         max_inflight_tasks=inflight_groups(config) * cfg.group_size,
         weight_sync_steps=1,
@@ -163,6 +164,28 @@ class AsyncStepStats:
         return FromLogs()
 
 
+def _rollout_engine(config: Config, model_path: str | Path, tokenizer: Any) -> tuple[Any, Any]:
+    """The worker's generator and the weight transfer into it. In process: a local engine over its own copy of
+    the policy and ``EngineWeightTransfer``. With ``train.use_vllm``: the vLLM server at
+    ``train.async_grpo.vllm_server_url`` and TRL's own NCCL transfer (``None`` makes the trainer build it)."""
+    from transformers import AutoModelForCausalLM
+
+    from deepresearcher.generate.factory import make_policy
+    from deepresearcher.train.async_worker import EngineWeightTransfer
+
+    cfg = config.train
+    if cfg.use_vllm:
+        from deepresearcher.generate.vllm_gen import VLLMServerGenerator
+
+        return VLLMServerGenerator(cfg.async_grpo.vllm_server_url.rstrip("/") + "/v1"), None
+    model = AutoModelForCausalLM.from_pretrained(str(model_path)).eval()
+    if precision.cuda_available():
+        model = model.to("cuda")
+    engine, _ = make_policy(config, model=model, tokenizer=tokenizer, seed=cfg.seed,
+                            max_batch_size=inflight_groups(config) * cfg.group_size)
+    return engine, EngineWeightTransfer(engine)
+
+
 def train_async_grpo(
     config: Config,
     model_path: str | Path,
@@ -177,18 +200,15 @@ def train_async_grpo(
     """``train_grpo``'s asynchronous twin: the same inputs (``rollouts`` is a ``train.rollout.Rollouts``; the
     worker runs on a sibling of it), the same run directory, metrics.jsonl and resume."""
     import datasets
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from transformers import AutoTokenizer, PrinterCallback
 
     from deepresearcher.train.async_cpu import enable_cpu, install_tree_attention, plain_attention
-    from deepresearcher.train.async_worker import AgentRolloutWorker, EngineWeightTransfer
+    from deepresearcher.train.async_worker import AgentRolloutWorker
     from deepresearcher.train.grpo import _tensorboard_installed
 
     cfg = config.train
     if cfg.max_steps < 1:
         raise ConfigError("train.max_steps is 0: set it to the number of GRPO optimizer steps (e.g. --set train.max_steps=50).")
-    if cfg.use_vllm:
-        raise ConfigError("train.async_grpo with train.use_vllm: the vLLM path runs TRL's own rollout worker and "
-                          "NCCL transfer against a `trl vllm-serve` server (bench/gpu_check.sh), not this trainer.")
     if cfg.kl_coef or cfg.entropy_coef:
         logger.warning("train.async_grpo: TRL's AsyncGRPOTrainer has no reference model and no entropy bonus; "
                        "train.kl_coef=%g and train.entropy_coef=%g are not applied.", cfg.kl_coef, cfg.entropy_coef)
@@ -206,9 +226,9 @@ def train_async_grpo(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    engine_model = AutoModelForCausalLM.from_pretrained(str(model_path)).eval()  # the rollout engine's own copy
+    engine, transfer = _rollout_engine(config, model_path, tokenizer)
     worker_rollouts = rollouts.sibling()
-    worker = AgentRolloutWorker(config, worker_rollouts, tasks, engine_model, tokenizer, scorer,
+    worker = AgentRolloutWorker(config, worker_rollouts, tasks, engine, tokenizer, scorer,
                                 inflight_groups=inflight_groups(config))
     stats = AsyncStepStats(tokenizer)
     stats.worker = worker
@@ -229,7 +249,7 @@ def train_async_grpo(
         callbacks=[stats.callback(), *_trainer_callbacks(stats, run, cfg.max_steps, show_progress,  # type: ignore[arg-type]
                                                          held_out_plain if held_out else None, cfg.eval_every)],
         rollout_worker=worker,
-        weight_transfer=EngineWeightTransfer(worker.engine),
+        weight_transfer=transfer,
     )
     install_tree_attention()
     trainer.remove_callback(PrinterCallback)

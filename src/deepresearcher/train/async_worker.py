@@ -19,8 +19,9 @@ what TRL's NCCL transfer does to a vLLM server, and after it the engine's logits
 The queue records, at the moment the trainer takes each sample, how many versions old it is
 (``staleness_histogram``): TRL's drop rule compares the same two versions at the same moment.
 
-On a GPU the paper's path keeps TRL's own pieces (``AsyncRolloutWorker`` against a vLLM server and its
-NCCL ``WeightTransferClient``); ``bench/gpu_check.sh`` prepares that run.
+On a GPU (``train.use_vllm``) the worker samples from a vLLM server instead (``VLLMServerGenerator``: token ids
+and logprobs over HTTP) and TRL's own NCCL ``WeightTransferClient`` loads the weights into that server;
+``bench/gpu_check.sh`` prepares that run.
 """
 
 from __future__ import annotations
@@ -115,10 +116,8 @@ def group_samples(trajectories: list[Trajectory], scores: list[dict[str, float]]
 class AgentRolloutWorker:
     """TRL's ``RolloutWorkerProtocol`` over our agent loop, in a thread of this process (module docstring)."""
 
-    def __init__(self, config: Config, rollouts: Any, tasks: list[dict[str, Any]], engine_model: Any,
+    def __init__(self, config: Config, rollouts: Any, tasks: list[dict[str, Any]], engine: Any,
                  tokenizer: Any, scorer: Scorer, *, inflight_groups: int, start_index: int = 0) -> None:
-        from deepresearcher.generate.factory import make_policy
-
         if not tasks:
             raise ConfigError("asynchronous GRPO has no prompts to train on; check train.data.")
         self.config = config
@@ -132,8 +131,7 @@ class AgentRolloutWorker:
         self.model_version = 0
         self.rollout_buffer = StalenessQueue(lambda: self.model_version)
         self.metrics_queue: queue.Queue = queue.Queue()
-        self.engine, _ = make_policy(config, model=engine_model, tokenizer=tokenizer, seed=config.train.seed,
-                                     max_batch_size=inflight_groups * self.group_size)
+        self.engine = engine  # a LocalEngine over its own model copy, or a vLLM server's generator (GPU)
         self.groups_done = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

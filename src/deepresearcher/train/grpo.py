@@ -301,7 +301,10 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
         """One metrics.jsonl line per optimizer step: our rollout stats plus TRL's loss-side numbers."""
 
         def __init__(self) -> None:
-            self.step_start = time.perf_counter()
+            self.step_start = self.train_start = time.perf_counter()
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.train_start = time.perf_counter()
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.step_start = time.perf_counter()
@@ -313,6 +316,7 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
             record.update(rollouts.latest.values)
             record["rollout_seconds"] = rollouts.latest.seconds
             record["step_seconds"] = time.perf_counter() - self.step_start
+            record["elapsed_seconds"] = time.perf_counter() - self.train_start
             for ours, theirs in (
                 ("kl", "kl"),
                 ("entropy", "entropy"),
