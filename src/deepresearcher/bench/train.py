@@ -181,11 +181,12 @@ def _mode_summary(mode: str, metrics: list[dict[str, Any]], rollouts_per_step: i
 
 def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, group: int, micro_batch: int,
                median_s: float, p99_s: float, max_staleness: int, eval_every: int, eval_tasks: int,
-               target_f1: float | None, modes: list[str]) -> dict[str, Any]:
+               target_f1: float | None, modes: list[str], overrides: list[str] | None = None) -> dict[str, Any]:
     """Synchronous vs asynchronous GRPO with slow tools (module docstring)."""
     import torch
 
     from deepresearcher.config import load_config
+    from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.heldout import evaluate
     from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.rollout import Rollouts
@@ -200,8 +201,9 @@ def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, gr
         shared = [f"train.runs_dir={tmp}", f"train.max_steps={steps}", f"train.prompts_per_step={prompts}",
                   f"train.group_size={group}", f"train.micro_batch_size={micro_batch}", f"train.save_every={eval_every}",
                   "train.keep_checkpoints=1000", "train.sample_trajectories=0", f"train.eval_tasks={eval_tasks}",
-                  f"train.async_grpo.max_staleness={max_staleness}"]
+                  f"train.async_grpo.max_staleness={max_staleness}", *(overrides or [])]
         fast = load_config(config_path, shared)
+        model = str(resolve_checkpoint(model, fast.resolved_cache_dir()))
         sets = task_sets(fast)
         evaluator = Rollouts(fast, seed=fast.train.seed, world_dirs=sets.environments)
         try:
@@ -253,6 +255,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--eval-tasks", type=int, default=200)
     parser.add_argument("--target-f1", type=float, default=None)
     parser.add_argument("--modes", default="sync,async")
+    parser.add_argument("--set", action="append", default=[], dest="overrides",
+                        help="--slow-tools: a config override for both runs (repeatable), e.g. train.use_vllm=true")
     parser.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
     a = parser.parse_args(argv or [])
     if a.slow_tools:
@@ -261,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "writes runs/quickstart/sft_model); a random model never calls one.")
         return slow_tools(a.model, a.config or "quickstart", a.steps, a.prompts, a.group, a.micro_batch,
                           a.median_s, a.p99_s, a.max_staleness, a.eval_every, a.eval_tasks, a.target_f1,
-                          a.modes.split(","))
+                          a.modes.split(","), a.overrides)
     return run(a.prompts, a.group, a.steps, a.size, a.turns, a.tokens_per_turn, a.micro_batch)
 
 

@@ -314,7 +314,8 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
                 return
             record: dict[str, Any] = {"step": state.global_step}
             record.update(rollouts.latest.values)
-            record["rollout_seconds"] = rollouts.latest.seconds
+            if rollouts.latest.seconds:  # the asynchronous trainer has no rollout phase (rollout_wait_seconds instead)
+                record["rollout_seconds"] = rollouts.latest.seconds
             record["step_seconds"] = time.perf_counter() - self.step_start
             record["elapsed_seconds"] = time.perf_counter() - self.train_start
             for ours, theirs in (
