@@ -179,6 +179,15 @@ def _mode_summary(mode: str, metrics: list[dict[str, Any]], rollouts_per_step: i
     }
 
 
+def time_to_target(curves: dict[str, list[dict[str, Any]]], target: float | None) -> tuple[float, dict[str, float | None]]:
+    """The held-out F1 to reach (``target``, else the lower of the runs' best, which every run reaches) and the
+    training wall time at which each run's first checkpoint reached it (None: never)."""
+    if target is None:
+        target = min(max(p["heldout_f1"] for p in curve) for curve in curves.values())
+    return target, {mode: next((p["elapsed_s"] for p in curve if p["heldout_f1"] >= target), None)
+                    for mode, curve in curves.items()}
+
+
 def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, group: int, micro_batch: int,
                median_s: float, p99_s: float, max_staleness: int, eval_every: int, eval_tasks: int,
                target_f1: float | None, modes: list[str], overrides: list[str] | None = None) -> dict[str, Any]:
@@ -225,9 +234,8 @@ def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, gr
                 out[mode]["final_heldout_f1"] = curves[mode][-1]["heldout_f1"]
         finally:
             evaluator.close()
-    target = target_f1 if target_f1 is not None else min(max(p["heldout_f1"] for p in c) for c in curves.values())
+    target, reach = time_to_target(curves, target_f1)
     out["target_heldout_f1"] = round(target, 4)
-    reach = {mode: next((p["elapsed_s"] for p in c if p["heldout_f1"] >= target), None) for mode, c in curves.items()}
     out["wall_s_to_target"] = reach
     if reach.get("sync") and reach.get("async"):
         out["speedup_to_target"] = round(reach["sync"] / reach["async"], 2)
