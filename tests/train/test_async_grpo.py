@@ -56,10 +56,17 @@ def _token_reward(config: Config):
 
 
 def _train(config: Config, model: Path, resume: bool = False):
+    from deepresearcher.train.heldout import evaluate_model
+
     rollouts = Rollouts(config, seed=0)
+
+    def held_out(policy, tokenizer, step: int) -> dict[str, float]:  # the live policy on two tasks, as `train` does
+        result = evaluate_model(policy, tokenizer, _tasks(config)[-2:], rollouts, config)
+        return {"heldout_f1": result.by_type()["all"]["f1"]}
+
     try:
         return train_async_grpo(config, model, _tasks(config), rollouts, _token_reward(config), resume=resume,
-                                show_progress=False)
+                                show_progress=False, held_out=held_out)
     finally:
         rollouts.close()
 
@@ -209,7 +216,7 @@ def test_weight_transfer_pauses_decoding_and_loads_the_weights(tiny_model_dir: P
 def test_async_run_syncs_weights_logs_staleness_and_resumes_the_stream(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two asynchronous steps: metrics.jsonl has a line per step with the staleness histogram, whose samples above
+    """Two asynchronous steps, the held-out evaluation of the live policy at step 2: metrics.jsonl has a line per step with the staleness histogram, whose samples above
     max_staleness are exactly the ones TRL dropped; the engine's logits equal the trained model's after the last
     sync (and not the starting model's); resuming from step 2 continues the rollout stream at the checkpoint's
     position with its policy version."""
@@ -217,10 +224,11 @@ def test_async_run_syncs_weights_logs_staleness_and_resumes_the_stream(
 
     capture = _Capture(monkeypatch)
     config = _config(tmp_path / "cache", tmp_path / "runs", "a", 2, "train.async_grpo.max_staleness=0",
-                     "train.async_grpo.inflight_groups=4")
+                     "train.async_grpo.inflight_groups=4", "train.eval_every=2")
     result = _train(config, tiny_model_dir)
     metrics = read_metrics(result.run_dir / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [1, 2]
+    assert "heldout_f1" in metrics[1] and "heldout_f1" not in metrics[0]  # the live policy decoded mid-training
     for m in metrics:
         histogram = {int(k): n for k, n in m["staleness_histogram"].items()}
         assert sum(n for k, n in histogram.items() if k > 0) == m["dropped_stale"]

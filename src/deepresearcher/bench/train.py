@@ -155,8 +155,9 @@ def _curve(run_dir: Path, metrics: list[dict[str, Any]], rollouts_per_step: int,
     points = []
     for checkpoint in sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])):
         step = int(checkpoint.name.split("-")[1])
+        f1, se = evaluate_at(checkpoint)
         points.append({"step": step, "samples": step * rollouts_per_step, "elapsed_s": round(elapsed[step], 1),
-                       "heldout_f1": round(evaluate_at(checkpoint), 4)})
+                       "heldout_f1": round(f1, 4), "heldout_f1_se": round(se, 4)})
     return points
 
 
@@ -216,10 +217,11 @@ def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, gr
         sets = task_sets(fast)
         evaluator = Rollouts(fast, seed=fast.train.seed, world_dirs=sets.environments)
         try:
-            def heldout_f1(checkpoint: Path) -> float:
-                return evaluate(checkpoint, sets.test, evaluator, fast).by_type()["all"]["f1"]
+            def heldout_f1(checkpoint: Path) -> tuple[float, float]:
+                summary = evaluate(checkpoint, sets.test, evaluator, fast).by_type()["all"]
+                return summary["f1"], summary["f1_se"]
 
-            out["start_heldout_f1"] = round(heldout_f1(Path(model)), 4)
+            out["start_heldout_f1"] = round(heldout_f1(Path(model))[0], 4)
             curves: dict[str, list[dict[str, Any]]] = {}
             for mode in modes:
                 config = load_config(config_path, [*shared, f"train.run_name={mode}",

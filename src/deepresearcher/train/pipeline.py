@@ -135,7 +135,9 @@ def run_grpo(
             run.write_jsonl(f"eval_step_{step:05d}.jsonl", result.rows)
             return {f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"}
 
-        scorer = lambda t, task: score_trajectory(t, task, config)  # noqa: E731
+        def scorer(trajectory: Trajectory, task: dict[str, Any]) -> dict[str, float]:
+            return score_trajectory(trajectory, task, config)
+
         live = evaluate_live if held_out else None
         if config.train.async_grpo.enabled:
             result = train_async_grpo(config, start, prompts, active, scorer, resume=resume,
