@@ -252,3 +252,18 @@ def test_async_run_syncs_weights_logs_staleness_and_resumes_the_stream(
     worker = capture.workers[-1]
     assert worker.start_index == state["prompt_index"]
     assert worker.model_version == state["model_version"] + 2  # restored, then the cold sync and step 3's sync
+
+
+def test_dry_run_names_the_trainer_and_several_processes_are_refused(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    from deepresearcher.errors import ConfigError
+    from deepresearcher.train.async_grpo import async_args
+    from deepresearcher.train.grpo import plan
+    from deepresearcher.train.run_dir import RunDir
+
+    config = load_config(None, ["train.async_grpo.enabled=true", "train.async_grpo.max_staleness=2"])
+    assert plan(config)["trainer"].startswith("AsyncGRPOTrainer (max_staleness 2")
+    assert plan(load_config(None, []))["trainer"].startswith("GRPOTrainer")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError, match="one process"):
+        async_args(config, RunDir(tmp_path / "run"), [])

@@ -417,6 +417,8 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "max_steps": cfg.max_steps,
         "total_rollouts": shape.rollouts * cfg.max_steps,
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
+        "trainer": (f"AsyncGRPOTrainer (max_staleness {cfg.async_grpo.max_staleness}; no KL, no entropy bonus)"
+                    if cfg.async_grpo.enabled else "GRPOTrainer (synchronous)"),
         "generation": "vLLM " + cfg.vllm_mode if cfg.use_vllm else "in-process transformers",
         "device": "cuda" if precision.cuda_available() else "cpu",
         "tensorboard": _tensorboard_installed(),
