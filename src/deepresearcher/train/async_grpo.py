@@ -40,7 +40,8 @@ logger = logging.getLogger(__name__)
 ROLLOUT_STATE = "rollout_state.json"
 SAMPLE_METRICS = ("reward", "f1", "success", "format_error_rate", "tool_calls", "turns", "response_tokens",
                   "observation_tokens", "zero_signal_share")
-"""Per-sample metrics (``async_worker.group_samples``) whose mean over a step's trained samples TRL logs."""
+"""Per-sample metrics (``async_worker.group_samples``, with every answer metric) whose mean over a step's trained
+samples TRL logs."""
 
 
 def inflight_groups(config: Config) -> int:
@@ -150,10 +151,12 @@ class AsyncStepStats:
                 stats.latest = RolloutStats()
 
             def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any) -> None:
+                from deepresearcher.reward import ANSWER_METRICS
+
                 if not logs or "loss" not in logs:
                     return
                 values = stats.latest.values
-                values.update({k: float(logs[k]) for k in SAMPLE_METRICS if logs.get(k) is not None})
+                values.update({k: float(logs[k]) for k in (*SAMPLE_METRICS, *ANSWER_METRICS) if logs.get(k) is not None})
                 values["dropped_stale"] = float(logs.get("sample/dropped_stale_total") or 0.0)
                 values["rollout_wait_seconds"] = float(logs.get("perf/rollout_wait_s") or 0.0)
                 values["staleness_mean"] = float(logs.get("sample/staleness_mean") or 0.0)
