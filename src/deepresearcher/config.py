@@ -735,6 +735,33 @@ class VerlConfig(Section):
     )
 
 
+class AsyncTrainConfig(Section):
+    """Asynchronous off-policy GRPO (``train.async_grpo``): rollouts keep running while the trainer steps.
+
+    TRL's ``AsyncGRPOTrainer`` drives it; our agent loop is its rollout worker (docs/train.md,
+    "Asynchronous GRPO"). Each sample carries the policy version it was drawn with; one older than
+    ``max_staleness`` versions when the trainer takes it is dropped and counted.
+    """
+
+    enabled: bool = Field(
+        False, description="Train with TRL's AsyncGRPOTrainer and our agent loop as its rollout worker instead of "
+        "the synchronous GRPOTrainer (every step waits for its last rollout)."
+    )
+    max_staleness: int = Field(
+        1, ge=0, description="Largest number of optimizer steps a sample's policy may lag the trainer's when it is "
+        "trained on; staler samples are dropped (`dropped_stale` in metrics.jsonl). 0: on-policy samples only."
+    )
+    inflight_groups: int = Field(
+        0, ge=0, description="Groups the rollout worker runs at once. 0: (max_staleness + 1) x prompts_per_step, "
+        "enough to fill the steps a sample may still be trained in."
+    )
+    vllm_server_url: str = Field(
+        "http://localhost:8000", description="With train.use_vllm: the vLLM server the rollout worker samples from "
+        "and TRL's NCCL weight transfer loads (started with VLLM_SERVER_DEV_MODE=1 and "
+        "--weight-transfer-config '{\"backend\":\"nccl\"}'; bench/gpu_check.sh)."
+    )
+
+
 class TrainConfig(Section):
     """GRPO training (``deepresearcher train``) with the paper's knobs; defaults are the paper's values.
 
@@ -828,6 +855,7 @@ class TrainConfig(Section):
     tiny_model: TinyModelConfig = Field(default_factory=TinyModelConfig)
     verl: VerlConfig = Field(default_factory=VerlConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
+    async_grpo: AsyncTrainConfig = Field(default_factory=AsyncTrainConfig)
 
 
 class EvalConfig(Section):

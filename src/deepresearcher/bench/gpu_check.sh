@@ -37,3 +37,22 @@ print(json.dumps({
     "wall_s_including_load": round(wall, 1),
 }, indent=2))
 PY
+
+# Asynchronous GRPO with slow tools (docs/train.md, "Asynchronous GRPO"): ASYNC=true bash bench/gpu_check.sh
+# runs `bench train --slow-tools` on the GPU: the synchronous trainer (TRL's colocated vLLM) against the
+# asynchronous one, whose rollout worker samples from a vLLM server that TRL's NCCL transfer loads after every
+# step, each tool call waiting a lognormal delay (median 1 s, p99 15 s). Both share this one GPU (the server
+# takes GPU_UTIL of its memory). Needs vllm (>= 0.28 for TRL's stateful transfer) and TRL's FA3 tree-attention
+# kernel (`pip install kernels`; it is fetched from the Hub on first use, so fetch it before going offline).
+if [ "${ASYNC:-false}" = "true" ]; then
+  MODEL="${MODEL:-smollm2-135m}"
+  MODEL_DIR=$(python -c "from deepresearcher.inference.loader import resolve_checkpoint; from deepresearcher.config import load_config; print(resolve_checkpoint('$MODEL', load_config('configs/smollm2-135m-world.yaml').resolved_cache_dir()))")
+  VLLM_SERVER_DEV_MODE=1 vllm serve "$MODEL_DIR" --port 8000 --dtype float32 --gpu-memory-utilization "${GPU_UTIL:-0.35}" \
+    --weight-transfer-config '{"backend":"nccl"}' > "$RUNS_DIR/vllm-server.log" 2>&1 &
+  SERVER=$!
+  trap 'kill $SERVER' EXIT
+  deepresearcher bench train --slow-tools --model "$MODEL_DIR" --config configs/smollm2-135m-world.yaml \
+    --steps "${ASYNC_STEPS:-6}" --prompts "$PROMPTS" --group 8 --micro-batch 8 --eval-every 2 --eval-tasks 100 \
+    --set train.use_vllm=true --set train.async_grpo.vllm_server_url=http://localhost:8000 \
+    --set agent.max_turns=4 --set agent.max_tokens_per_turn=256
+fi

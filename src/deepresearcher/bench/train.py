@@ -12,6 +12,17 @@ weights, ``--prompts`` x ``--group`` rollouts per step against the real local en
 
     deepresearcher bench train --json
     deepresearcher bench train --prompts 4 --group 16 --steps 3
+
+``--slow-tools``: synchronous against asynchronous GRPO (``train.async_grpo``) when every tool call waits a
+lognormal delay (``env.latency``; median 1 s, p99 15 s by default), from the same warm start on the same seed
+and the same config (``--config``, default the quickstart's). Each run checkpoints every ``--eval-every``
+steps; afterwards each checkpoint is evaluated on ``--eval-tasks`` held-out tasks without the delay (greedy),
+so the curve is held-out F1 against the training wall time at which the checkpoint was taken. Prints, per
+mode: wall time, samples/s, the trainer's idle share (synchronous: the rollout phase of each step;
+asynchronous: blocked on an empty queue), the staleness histogram, the curve; and the wall time each took to
+reach the same held-out F1 (``--target-f1``, default the lower of the two runs' best).
+
+    deepresearcher bench train --slow-tools --model runs/quickstart/sft_model --steps 8 --prompts 8 --group 8
 """
 
 from __future__ import annotations
@@ -138,6 +149,103 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
     }
 
 
+def _curve(run_dir: Path, metrics: list[dict[str, Any]], rollouts_per_step: int, evaluate_at: Any) -> list[dict[str, Any]]:
+    """Held-out F1 of each checkpoint of ``run_dir`` against the training wall time at which it was taken."""
+    elapsed = {m["step"]: m["elapsed_seconds"] for m in metrics}
+    points = []
+    for checkpoint in sorted((run_dir / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])):
+        step = int(checkpoint.name.split("-")[1])
+        f1, se = evaluate_at(checkpoint)
+        points.append({"step": step, "samples": step * rollouts_per_step, "elapsed_s": round(elapsed[step], 1),
+                       "heldout_f1": round(f1, 4), "heldout_f1_se": round(se, 4)})
+    return points
+
+
+def _mode_summary(mode: str, metrics: list[dict[str, Any]], rollouts_per_step: int) -> dict[str, Any]:
+    wall = metrics[-1]["elapsed_seconds"]
+    waited = sum(m.get("rollout_wait_seconds" if mode == "async" else "rollout_seconds", 0.0) for m in metrics)
+    histogram: dict[str, int] = {}
+    for m in metrics:
+        for k, n in m.get("staleness_histogram", {}).items():
+            histogram[k] = histogram.get(k, 0) + n
+    return {
+        "wall_s": round(wall, 1),
+        "samples": len(metrics) * rollouts_per_step,
+        "samples_per_s": round(len(metrics) * rollouts_per_step / wall, 3),
+        "trainer_idle_share": round(waited / wall, 3),
+        "staleness_histogram": histogram if mode == "async" else {"0": len(metrics) * rollouts_per_step},
+        "dropped_stale": int(sum(m.get("dropped_stale", 0) for m in metrics)),
+        "tool_calls": round(statistics.mean(m["tool_calls"] for m in metrics), 2),
+        "sampled_f1": [[round(m["elapsed_seconds"], 1), round(m["f1"], 3)] for m in metrics],
+    }
+
+
+def time_to_target(curves: dict[str, list[dict[str, Any]]], target: float | None) -> tuple[float, dict[str, float | None]]:
+    """The held-out F1 to reach (``target``, else the lower of the runs' best, which every run reaches) and the
+    training wall time at which each run's first checkpoint reached it (None: never)."""
+    if target is None:
+        target = min(max(p["heldout_f1"] for p in curve) for curve in curves.values())
+    return target, {mode: next((p["elapsed_s"] for p in curve if p["heldout_f1"] >= target), None)
+                    for mode, curve in curves.items()}
+
+
+def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, group: int, micro_batch: int,
+               median_s: float, p99_s: float, max_staleness: int, eval_every: int, eval_tasks: int,
+               target_f1: float | None, modes: list[str], overrides: list[str] | None = None) -> dict[str, Any]:
+    """Synchronous vs asynchronous GRPO with slow tools (module docstring)."""
+    import torch
+
+    from deepresearcher.config import load_config
+    from deepresearcher.inference.loader import resolve_checkpoint
+    from deepresearcher.train.heldout import evaluate
+    from deepresearcher.train.pipeline import run_grpo
+    from deepresearcher.train.rollout import Rollouts
+    from deepresearcher.train.run_dir import read_metrics
+    from deepresearcher.train.tasks import task_sets
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    out: dict[str, Any] = {"rollouts_per_step": prompts * group, "steps": steps, "threads": torch.get_num_threads(),
+                           "latency": {"distribution": "lognormal", "median_s": median_s, "p99_s": p99_s},
+                           "max_staleness": max_staleness}
+    with tempfile.TemporaryDirectory() as tmp:
+        shared = [f"train.runs_dir={tmp}", f"train.max_steps={steps}", f"train.prompts_per_step={prompts}",
+                  f"train.group_size={group}", f"train.micro_batch_size={micro_batch}", f"train.save_every={eval_every}",
+                  "train.keep_checkpoints=1000", "train.sample_trajectories=0", f"train.eval_tasks={eval_tasks}",
+                  f"train.async_grpo.max_staleness={max_staleness}", *(overrides or [])]
+        fast = load_config(config_path, shared)
+        model = str(resolve_checkpoint(model, fast.resolved_cache_dir()))
+        sets = task_sets(fast)
+        evaluator = Rollouts(fast, seed=fast.train.seed, world_dirs=sets.environments)
+        try:
+            def heldout_f1(checkpoint: Path) -> tuple[float, float]:
+                summary = evaluate(checkpoint, sets.test, evaluator, fast).by_type()["all"]
+                return summary["f1"], summary["f1_se"]
+
+            out["start_heldout_f1"] = round(heldout_f1(Path(model))[0], 4)
+            curves: dict[str, list[dict[str, Any]]] = {}
+            for mode in modes:
+                config = load_config(config_path, [*shared, f"train.run_name={mode}",
+                                                   f"train.async_grpo.enabled={mode == 'async'}",
+                                                   "env.latency.distribution=lognormal", f"env.latency.median_s={median_s}",
+                                                   f"env.latency.p99_s={p99_s}"])
+                result = run_grpo(config, model=model, tasks=sets.grpo, show_progress=False)
+                metrics = read_metrics(result.run_dir / "metrics.jsonl")
+                out[mode] = _mode_summary(mode, metrics, prompts * group)
+                curves[mode] = _curve(result.run_dir, metrics, prompts * group, heldout_f1)
+                out[mode]["heldout_curve"] = curves[mode]
+                out[mode]["final_heldout_f1"] = curves[mode][-1]["heldout_f1"]
+        finally:
+            evaluator.close()
+    target, reach = time_to_target(curves, target_f1)
+    out["target_heldout_f1"] = round(target, 4)
+    out["wall_s_to_target"] = reach
+    if reach.get("sync") and reach.get("async"):
+        out["speedup_to_target"] = round(reach["sync"] / reach["async"], 2)
+    if "sync" in out and "async" in out:
+        out["speedup_samples_per_s"] = round(out["async"]["samples_per_s"] / out["sync"]["samples_per_s"], 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="deepresearcher bench train", description=__doc__.split("\n")[0])
     parser.add_argument("--prompts", type=int, default=4)
@@ -147,8 +255,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--tokens-per-turn", type=int, default=64)
     parser.add_argument("--micro-batch", type=int, default=32)
+    parser.add_argument("--slow-tools", action="store_true", help="synchronous vs asynchronous GRPO with slow tools")
+    parser.add_argument("--model", help="--slow-tools: the warm start (e.g. runs/quickstart/sft_model)")
+    parser.add_argument("--config", help="--slow-tools: the config (default: configs/quickstart.yaml's settings)")
+    parser.add_argument("--median-s", type=float, default=1.0, help="--slow-tools: median delay of a tool call")
+    parser.add_argument("--p99-s", type=float, default=15.0, help="--slow-tools: 99th-percentile delay")
+    parser.add_argument("--max-staleness", type=int, default=1)
+    parser.add_argument("--eval-every", type=int, default=2, help="--slow-tools: checkpoint and evaluate every N steps")
+    parser.add_argument("--eval-tasks", type=int, default=200)
+    parser.add_argument("--target-f1", type=float, default=None)
+    parser.add_argument("--modes", default="sync,async")
+    parser.add_argument("--set", action="append", default=[], dest="overrides",
+                        help="--slow-tools: a config override for both runs (repeatable), e.g. train.use_vllm=true")
     parser.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
     a = parser.parse_args(argv or [])
+    if a.slow_tools:
+        if not a.model:
+            raise SystemExit("--slow-tools needs --model: a warm start that calls tools (deepresearcher quickstart "
+                             "writes runs/quickstart/sft_model); a random model never calls one.")
+        return slow_tools(a.model, a.config or "quickstart", a.steps, a.prompts, a.group, a.micro_batch,
+                          a.median_s, a.p99_s, a.max_staleness, a.eval_every, a.eval_tasks, a.target_f1,
+                          a.modes.split(","), a.overrides)
     return run(a.prompts, a.group, a.steps, a.size, a.turns, a.tokens_per_turn, a.micro_batch)
 
 

@@ -139,6 +139,9 @@ class LocalEngine:
         self._pad_id = pad if pad is not None else next(iter(self._eos_ids), 0)
         self._pending: queue.SimpleQueue[_Row] = queue.SimpleQueue()
         self._state = threading.Lock()
+        self.weights_lock = threading.Lock()
+        """Held during every forward pass: whoever holds it (``train.async_worker.EngineWeightTransfer``) may
+        replace the model's weights between two decode steps while rows keep their place in the batch."""
         self._thread: threading.Thread | None = None
         self._driven = False  # a caller's thread decodes (``run_driving``) instead of a thread of our own
         self._wake = threading.Event()
@@ -292,7 +295,8 @@ class LocalEngine:
                     if not active or waited > self.join_every or (waiting and self._pending.qsize() >= active):
                         newcomers = self._take_pending(self.max_batch_size - active)
                         if newcomers:
-                            batch = self._admit(batch, newcomers)
+                            with self.weights_lock:
+                                batch = self._admit(batch, newcomers)
                         waited = 0
                     if batch is None or not batch.rows:
                         with self._state:
@@ -302,7 +306,8 @@ class LocalEngine:
                                 return
                         batch = None
                         continue
-                    batch = self._step(batch)
+                    with self.weights_lock:
+                        batch = self._step(batch)
         except Exception as exc:  # a model failure fails every waiting request, loudly
             logger.exception("local generation failed")
             error = GenerationError(f"local generation failed: {exc!r}")

@@ -328,7 +328,10 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
         """One metrics.jsonl line per optimizer step: our rollout stats plus TRL's loss-side numbers."""
 
         def __init__(self) -> None:
-            self.step_start = time.perf_counter()
+            self.step_start = self.train_start = time.perf_counter()
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.train_start = time.perf_counter()
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.step_start = time.perf_counter()
@@ -338,8 +341,10 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
                 return
             record: dict[str, Any] = {"step": state.global_step}
             record.update(rollouts.latest.values)
-            record["rollout_seconds"] = rollouts.latest.seconds
+            if rollouts.latest.seconds:  # the asynchronous trainer has no rollout phase (rollout_wait_seconds instead)
+                record["rollout_seconds"] = rollouts.latest.seconds
             record["step_seconds"] = time.perf_counter() - self.step_start
+            record["elapsed_seconds"] = time.perf_counter() - self.train_start
             for ours, theirs in (
                 ("kl", "kl"),
                 ("entropy", "entropy"),
@@ -439,6 +444,8 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "max_steps": cfg.max_steps,
         "total_rollouts": shape.rollouts * cfg.max_steps,
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
+        "trainer": (f"AsyncGRPOTrainer (max_staleness {cfg.async_grpo.max_staleness}; no KL, no entropy bonus)"
+                    if cfg.async_grpo.enabled else "GRPOTrainer (synchronous)"),
         "generation": "vLLM " + cfg.vllm_mode if cfg.use_vllm else "in-process transformers",
         "device": "cuda" if precision.cuda_available() else "cpu",
         "tensorboard": _tensorboard_installed(),

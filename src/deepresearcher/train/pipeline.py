@@ -115,6 +115,7 @@ def run_grpo(
     (``eval_after_grpo.jsonl``, ``heldout.json`` and ``heldout_behaviours.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
     """
     from deepresearcher.eval.behaviours import flat_rates
+    from deepresearcher.train.async_grpo import train_async_grpo
     from deepresearcher.train.grpo import train_grpo
     from deepresearcher.train.heldout import evaluate, evaluate_model
     from deepresearcher.train.run_dir import RunDir
@@ -136,8 +137,16 @@ def run_grpo(
             return {**{f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"},
                     **flat_rates(result.behaviours_by_type()["all"], prefix="heldout_behaviour/")}
 
-        result = train_grpo(config, start, prompts, active.collect, lambda t, task: score_trajectory(t, task, config),
-                            resume=resume, show_progress=show_progress, held_out=evaluate_live if held_out else None)
+        def scorer(trajectory: Trajectory, task: dict[str, Any]) -> dict[str, float]:
+            return score_trajectory(trajectory, task, config)
+
+        live = evaluate_live if held_out else None
+        if config.train.async_grpo.enabled:
+            result = train_async_grpo(config, start, prompts, active, scorer, resume=resume,
+                                      show_progress=show_progress, held_out=live)
+        else:
+            result = train_grpo(config, start, prompts, active.collect, scorer, resume=resume,
+                                show_progress=show_progress, held_out=live)
         if held_out:
             final = evaluate(result.model_dir, held_out, active, config)
             run.write_jsonl("eval_after_grpo.jsonl", final.rows)

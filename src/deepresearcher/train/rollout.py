@@ -65,11 +65,17 @@ class Rollouts:
 
         self.config = config
         self.seed = seed
+        self.world_dirs = world_dirs
         self.loop = asyncio.new_event_loop()
         configs = [config if d is None else world_config(config, d) for d in world_dirs] if world_dirs else [config]
         self.envs = [make_environment(c) for c in configs]
         self.toolboxes = [make_toolbox(env, c) for env, c in zip(self.envs, configs, strict=True)]
         self.calls = 0
+
+    def sibling(self) -> Rollouts:
+        """Another ``Rollouts`` on the same environments with its own event loop and tool clients, for a thread of
+        its own (the asynchronous trainer's rollout worker runs beside held-out evaluations on this one)."""
+        return Rollouts(self.config, seed=self.seed, world_dirs=self.world_dirs)
 
     def toolbox(self, task: dict[str, Any]) -> Any:
         """The toolbox of the world ``task`` belongs to (world 0 when it names none)."""

@@ -1,0 +1,39 @@
+"""`bench train --slow-tools`: synchronous and asynchronous GRPO from one warm start with slow tools, compared on
+held-out F1 against training wall time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def test_time_to_target_defaults_to_the_lower_best_and_reports_each_first_crossing(load_bench) -> None:
+    time_to_target = load_bench("train").time_to_target
+    curves = {"sync": [{"elapsed_s": 10, "heldout_f1": 0.2}, {"elapsed_s": 20, "heldout_f1": 0.5}],
+              "async": [{"elapsed_s": 4, "heldout_f1": 0.3}, {"elapsed_s": 8, "heldout_f1": 0.4}]}
+    assert time_to_target(curves, None) == (0.4, {"sync": 20, "async": 8})
+    assert time_to_target(curves, 0.45) == (0.45, {"sync": 20, "async": None})
+
+
+@pytest.mark.timeout(300)
+def test_slow_tools_compares_both_trainers_on_one_warm_start(load_bench, tiny_model_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "tiny.yaml"
+    config.write_text(
+        f"cache_dir: {tmp_path / 'cache'}\nworld: {{size: tiny}}\nsearch: {{top_k: 1, snippet_chars: 40}}\n"
+        "agent: {max_turns: 2, max_tokens_per_turn: 12, context_budget: 1024}\n"
+        "train: {compact_prompt: true, learning_rate: 1.0e-3, kl_coef: 0.0, entropy_coef: 0.0}\n", encoding="utf-8")
+    result = load_bench("train").main([
+        "--slow-tools", "--model", str(tiny_model_dir), "--config", str(config), "--steps", "2", "--prompts", "2",
+        "--group", "2", "--micro-batch", "4", "--eval-every", "1", "--eval-tasks", "4", "--median-s", "0.01",
+        "--p99-s", "0.05"])
+    for mode in ("sync", "async"):
+        run = result[mode]
+        assert [p["step"] for p in run["heldout_curve"]] == [1, 2]
+        assert run["heldout_curve"][0]["elapsed_s"] <= run["heldout_curve"][1]["elapsed_s"] == run["wall_s"]
+        assert run["samples"] == 8 and run["samples_per_s"] == pytest.approx(8 / run["wall_s"], rel=0.15)  # wall_s is rounded to 0.1 s
+        assert 0 <= run["trainer_idle_share"] <= 1
+        assert sum(run["staleness_histogram"].values()) >= run["samples"]
+    assert result["speedup_samples_per_s"] == pytest.approx(
+        result["async"]["samples_per_s"] / result["sync"]["samples_per_s"], rel=0.02)
+    assert set(result["wall_s_to_target"]) == {"sync", "async"}
