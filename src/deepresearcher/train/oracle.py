@@ -122,15 +122,19 @@ class OracleResearcher:
         return episode
 
     async def _lookup_both(self, task: Task, context: ToolContext, episode: OracleEpisode) -> list[str | None]:
-        """The values of a two-entity task: both searches first, then both pages.
+        """The values of a two-entity task: both searches first, then both pages, each value noted as read.
 
-        Searching for the second entity right after the question, rather than after the first page, keeps
-        its name a short search result away from the question it is copied from: a small model copies the
-        first entity's name reliably but garbles the second one when a page stands in between.
+        A small model copies well from the observation just above and badly from further back (measured on the
+        quickstart's model, docs/train.md "Two-entity tasks"): searching for the second entity right after the
+        question keeps its name close to the question it is copied from, and the thought before reading the
+        second page notes the first page's value, so the last thought copies each value from one turn back.
         """
         found = [await self._search(hop.subject, hop.relation, context, episode) for hop in task.chain]
-        return [await self._read(hop.subject, hop.relation, hits, context, episode)
-                for hop, hits in zip(task.chain, found, strict=True)]
+        values: list[str | None] = []
+        for hop, hits in zip(task.chain, found, strict=True):
+            note = self._stated(task, values)
+            values.append(await self._read(hop.subject, hop.relation, hits, context, episode, note=note))
+        return values
 
     @staticmethod
     def _combine(task: Task, values: list[str | None]) -> str | None:
@@ -146,10 +150,14 @@ class OracleResearcher:
         if answer is None:
             return "I could not find this information in any source."
         if values:
-            stated = ", ".join(f"{hop.subject} {pages.number_text(v)}" for hop, v in zip(task.chain, values, strict=True)
-                               if v is not None)
+            stated = self._stated(task, values)
             return f"{stated}." if self.terse else f"The sources give {stated}, so the answer is {answer}."
         return f"The sources give {answer}."
+
+    @staticmethod
+    def _stated(task: Task, values: list[str | None]) -> str:
+        """The values read so far, each after its entity (``A 1834, B 1856``)."""
+        return ", ".join(f"{hop.subject} {pages.number_text(v)}" for hop, v in zip(task.chain, values) if v is not None)
 
     async def _lookup(self, subject: str, relation: str, context: ToolContext, episode: OracleEpisode,
                       pages: int = 1) -> str | None:
@@ -168,8 +176,9 @@ class OracleResearcher:
         return [h for result in (outcome.raw or []) for h in result.get("web_page_info_list", [])]
 
     async def _read(self, subject: str, relation: str, hits: list[dict], context: ToolContext,
-                    episode: OracleEpisode, pages: int = 1) -> str | None:
-        """The value of ``relation`` read from the snippets (without browsing) or from the best ``pages`` hits."""
+                    episode: OracleEpisode, pages: int = 1, note: str = "") -> str | None:
+        """The value of ``relation`` read from the snippets (without browsing) or from the best ``pages`` hits;
+        ``note``, what was read before, opens the browsing thought."""
         if not self.use_browse:
             found = [extract_value(relation, subject, h["quick_summary"], h["title"]) for h in hits]
             return next((v for v in found if v), None)
@@ -180,6 +189,8 @@ class OracleResearcher:
             return None
         noun = RELATIONS[relation].noun.format(s=subject)
         browse_think = "Reading it." if self.terse else f"These pages should state {noun}."
+        if note:
+            browse_think = f"{note}. {browse_think}"
         browse_text = f"<think>{browse_think}</think>\n" + _call("browse_webpage", {"url_list": urls})
         outcome = await self.toolbox.call("browse_webpage", {"url_list": urls}, context)
         episode.turns.append(OracleTurn(browse_text, outcome.text))
