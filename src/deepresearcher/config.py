@@ -636,6 +636,13 @@ class SFTConfig(Section):
         description="Share of SFT episodes whose oracle answers from search snippets without opening a page. "
         "Above 0 the warm start under-reads, as instruct models do before RL, and GRPO must learn when browsing pays.",
     )
+    two_entity_order: Literal["interleaved", "searches_first", "noted"] = Field(
+        "interleaved",
+        description="How the oracle researches a comparison or two_page task. `interleaved`: search and read the "
+        "first entity, then the second, and answer. `searches_first`: both searches, then both pages, and the last "
+        "thought states both values before the answer. `noted`: as `searches_first`, and the thought before the "
+        "second page notes the first page's value. Measured on the quickstart in docs/train.md, Two-entity tasks.",
+    )
     seed: int = Field(0, description="Seed of task sampling, batch order and which episodes are snippet-only.")
     min_f1: float | None = Field(
         None, ge=0, le=1,

@@ -120,3 +120,22 @@ async def test_oracle_answers_a_world_rendered_with_other_labels(monkeypatch, tm
     monkeypatch.setattr(pages, "INFOBOX_LABELS", original)
     stale = await _accuracy(config, tasks, use_browse=True)
     assert all(stale[kind] < 0.5 for kind in stale), stale
+
+
+@pytest.mark.parametrize("order", ["interleaved", "searches_first", "noted"])
+async def test_two_entity_orders_differ_only_in_turn_order_and_what_the_thoughts_state(
+        world_config, small_world, order: str) -> None:
+    task = next(t for t in load_tasks(small_world, "test") if t.type == "comparison")
+    (a, b), (va, vb) = [h.subject for h in task.chain], [pages.number_text(str(h.value)) for h in task.chain]
+    async with WebEnvironment.from_config(world_config) as env:
+        episode = await OracleResearcher(ToolBox(env, world_config), terse=True, two_entity_order=order).run(task)
+    tools = [t.assistant.split('"name":"')[1].split('"')[0] for t in episode.turns[:-1]]
+    thoughts = [t.assistant.split("</think>")[0].removeprefix("<think>") for t in episode.turns]
+    assert _correct(episode.answer, task.golds)
+    if order == "interleaved":
+        assert tools == ["web_search", "browse_webpage", "web_search", "browse_webpage"]
+        assert thoughts[-1] == f"The sources give {episode.answer}."
+        return
+    assert tools == ["web_search", "web_search", "browse_webpage", "browse_webpage"]
+    assert thoughts[-1] == f"{a} {va}, {b} {vb}."
+    assert thoughts[3] == (f"{a} {va}. Reading it." if order == "noted" else "Reading it.")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Literal
 
 import orjson
 
@@ -95,16 +96,26 @@ def _call(name: str, arguments: dict) -> str:
     return "<tool_call>" + orjson.dumps({"name": name, "arguments": arguments}).decode() + "</tool_call>"
 
 
+TwoEntityOrder = Literal["interleaved", "searches_first", "noted"]
+"""How the oracle researches a comparison or two_page task (``train.sft.two_entity_order``)."""
+
+
 class OracleResearcher:
     """Answers world tasks through a ToolBox, one hop at a time."""
 
-    def __init__(self, toolbox: ToolBox, use_browse: bool = True, pages_per_hop: int = 1, terse: bool = False) -> None:
+    def __init__(self, toolbox: ToolBox, use_browse: bool = True, pages_per_hop: int = 1, terse: bool = False,
+                 two_entity_order: TwoEntityOrder = "interleaved") -> None:
         self.toolbox, self.use_browse, self.pages_per_hop, self.terse = toolbox, use_browse, pages_per_hop, terse
+        self.two_entity_order = two_entity_order
 
     async def run(self, task: Task) -> OracleEpisode:
         episode = OracleEpisode(task.id, "")
         context = ToolContext(task.question)
-        if task.type in ("comparison", "two_page"):
+        if task.type in ("comparison", "two_page") and self.two_entity_order == "interleaved":
+            answer = self._combine(task, [await self._lookup(hop.subject, hop.relation, context, episode)
+                                          for hop in task.chain])
+            values = []
+        elif task.type in ("comparison", "two_page"):
             values = await self._lookup_both(task, context, episode)
             answer = self._combine(task, values)
         else:
@@ -122,17 +133,18 @@ class OracleResearcher:
         return episode
 
     async def _lookup_both(self, task: Task, context: ToolContext, episode: OracleEpisode) -> list[str | None]:
-        """The values of a two-entity task: both searches first, then both pages, each value noted as read.
+        """The values of a two-entity task: both searches first, then both pages (``searches_first``), the
+        first page's value noted in the thought before the second page is read (``noted``).
 
-        A small model copies well from the observation just above and badly from further back (measured on the
-        quickstart's model, docs/train.md "Two-entity tasks"): searching for the second entity right after the
-        question keeps its name close to the question it is copied from, and the thought before reading the
-        second page notes the first page's value, so the last thought copies each value from one turn back.
+        The quickstart's small model copies well from the observation just above and badly from further back
+        (docs/train.md "Two-entity tasks"): searching for the second entity right after the question keeps its
+        name close to the question it is copied from, and the note lets the last thought copy each value from
+        one turn back.
         """
         found = [await self._search(hop.subject, hop.relation, context, episode) for hop in task.chain]
         values: list[str | None] = []
         for hop, hits in zip(task.chain, found, strict=True):
-            note = self._stated(task, values)
+            note = self._stated(task, values) if self.two_entity_order == "noted" else ""
             values.append(await self._read(hop.subject, hop.relation, hits, context, episode, note=note))
         return values
 

@@ -137,7 +137,8 @@ class Rollouts:
         async def run_all() -> list[Any]:
             return list(await asyncio.gather(*(
                 OracleResearcher(ToolBox(self.envs[t.get("world", 0)], self.config), use_browse=browse,
-                                 terse=self.config.train.compact_prompt)
+                                 terse=self.config.train.compact_prompt,
+                                 two_entity_order=self.config.train.sft.two_entity_order)
                 .run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
                 for t, browse in zip(tasks, browses, strict=True)
             )))
