@@ -77,14 +77,16 @@ def write_quickstart_report(
         fit_baselines,
         margin_rows,
         model_f1_by_type,
+        model_f1_se_by_type,
     )
     from deepresearcher.eval.report import write_reports
     from deepresearcher.train.calibration import measure_machine
-    from deepresearcher.train.report import write_report
+    from deepresearcher.train.report import collapse_warnings, write_report
 
     types = {t["id"]: t.get("type", "task") for t in test_tasks}
     baselines = fit_baselines(train_tasks).evaluate(test_tasks)
     model_f1 = {stage: model_f1_by_type(result.rows, types) for stage, result in stages.items()}
+    model_se = {stage: model_f1_se_by_type(result.rows, types) for stage, result in stages.items()}
     final = list(stages)[-1]
     calibration = measure_machine()
     during = {**(calibrations or {}), "end": calibration}
@@ -93,15 +95,18 @@ def write_quickstart_report(
         f"{final}: {model_f1[final]['all']:.3f}, margin {100 * margin:+.1f} points")
     speeds = ", ".join(f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items())
     say(f"machine: {calibration.describe()}; during the run: {speeds}")
+    warnings = collapse_warnings(run)
+    for warning in warnings:
+        say(f"WARNING: {warning}")
     summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final]), "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
-               "f1_by_type": model_f1}
+               "f1_by_type": model_f1, "collapse_warnings": warnings}
 
     pages = {}
     for stage, result in stages.items():
         out = run.root / f"heldout_{_slug(stage)}"
         out.mkdir(parents=True, exist_ok=True)
-        section = baselines.to_dict(model_f1=model_f1[stage])
+        section = baselines.to_dict(model_f1=model_f1[stage], model_f1_se=model_se[stage])
         named = config.model_copy(update={  # the page names the policy and decoding of this evaluation
             "agent": config.agent.model_copy(update={"policy": f"{run.root.name} model, {stage}"}),
             "eval": config.eval.model_copy(update={"temperature": 0.0, "samples": 1}),
@@ -123,10 +128,14 @@ def write_quickstart_report(
          "means a costlier recipe."),
     ]
     tables = {
-        "Held-out F1 by task type, beside the no-tools baselines": [
-            _pct_row(r) for r in margin_rows(baselines, model_f1)],
-        "Held-out evaluation": [{"stage": stage, "type": kind, **s} for stage, result in stages.items()
-                                for kind, s in result.by_type().items()],
+        "Held-out F1 by task type, beside the no-tools baselines (SE: standard error; all: each task weighs the same)": [
+            _pct_row(r) for r in margin_rows(baselines, model_f1, model_se)],
+        ("Held-out evaluation (each figure with its standard error, `_se`: binomial for rates, sample SE for means; "
+         "type_mean: each task type weighs the same, all: each task)"): [
+            {"stage": stage, "type": kind, **s} for stage, result in stages.items() for kind, s in result.by_type().items()],
+        **({"F1 gain from GRPO by task type, paired over the same tasks (points)": [
+            {"type": kind, "gain": f"{100 * g['gain']:+.1f}", "SE": f"{100 * g['se']:.1f}"}
+            for kind, g in summary["f1_gain_by_type"].items()]} if "f1_gain_by_type" in summary else {}),
         "Timings": [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
                    + [{"step": "total", "seconds": f"{total:.1f}"},
                       {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}"}],
