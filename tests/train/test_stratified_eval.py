@@ -130,3 +130,19 @@ def test_eval_per_type_output_carries_the_policy_standard_error() -> None:
     section = report.to_dict(model_f1={"hop1": 0.5, "all": 0.5}, model_f1_se=se)
     [(_, table)] = baseline_tables({"baselines": {"world:test": section}})
     assert "policy SE" in table.columns and "28.9" in table.rows[0]
+
+
+def test_the_run_report_shows_the_final_held_out_evaluation_with_standard_errors(tmp_path: Path) -> None:
+    from deepresearcher.config import Config
+    from deepresearcher.train.report import heldout_tables, write_report
+    from deepresearcher.train.run_dir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.write_config(Config())
+    assert heldout_tables(run) == {}, "a run evaluated on nothing has no such table"
+    result = EvalResult(_rows("hop1", [1.0, 0.0, 1.0, 0.0], [0, 0, 0, 1], [2, 4, 2, 4]) + _rows("two_page", [0.5, 0.5], [0, 0], [1, 1]))
+    run.write_json("heldout.json", result.by_type())
+    [(heading, rows)] = heldout_tables(run).items()
+    assert [r["type"] for r in rows] == ["hop1", "two_page", TYPE_MEAN, ALL] and rows[0]["f1_se"] == pytest.approx(0.2887, abs=1e-4)
+    page = write_report(run, tables=heldout_tables(run)).read_text()
+    assert "<th>f1_se</th>" in page and "<td>0.289</td>" in page and "each task type weighs the same" in page
