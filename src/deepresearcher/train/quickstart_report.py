@@ -12,6 +12,7 @@ evaluation (``heldout_<stage>/report.html``, with the baselines).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,14 @@ def _slug(stage: str) -> str:
 def _pct_row(row: dict[str, Any]) -> dict[str, Any]:
     """Margins as signed F1 points, the rest as they are (the page prints F1 as fractions)."""
     return {k: f"{100 * v:+.1f}" if k.startswith("margin") and isinstance(v, float) else v for k, v in row.items()}
+
+
+def _type_counts(tasks: list[dict[str, Any]]) -> str:
+    """How the held-out tasks divide into types: "140 of each of 7 types" on a stratified set."""
+    counts = Counter(t.get("type", "task") for t in tasks)
+    if len(set(counts.values())) == 1:
+        return f"{next(iter(counts.values()))} of each of {len(counts)} task types"
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
 
 
 def write_quickstart_report(
@@ -98,7 +107,8 @@ def write_quickstart_report(
     warnings = collapse_warnings(run)
     for warning in warnings:
         say(f"WARNING: {warning}")
-    summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final]), "calibration": calibration.to_dict(),
+    summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final], model_f1_se=model_se[final]),
+               "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
                "f1_by_type": model_f1, "collapse_warnings": warnings}
 
@@ -119,7 +129,7 @@ def write_quickstart_report(
     total = round(sum(timings.values()), 1)
     unseen = "a world never trained on" if config.train.num_worlds > 1 else "a split never trained on"
     lead = [
-        (f"{len(test_tasks)} held-out tasks (train.eval_world={config.train.eval_world}: {unseen}). "
+        (f"{len(test_tasks)} held-out tasks ({_type_counts(test_tasks)}; train.eval_world={config.train.eval_world}: {unseen}). "
          f"{final}: F1 {model_f1[final]['all']:.3f}; the best no-tools baseline, fitted on the {len(train_tasks)} "
          f"training tasks only, scores {best:.3f}: a margin of {100 * margin:+.1f} F1 points."),
         *(notes or []),
