@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from deepresearcher.config import Config
+from deepresearcher.train.stratify import ALL, TYPE_MEAN
 
 
-# The two overall rows of ``EvalResult.by_type``: every task weighs the same, or every task type does.
-ALL = "all"
-TYPE_MEAN = "type_mean"
 
 
 @dataclass

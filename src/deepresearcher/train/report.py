@@ -137,7 +137,7 @@ def heldout_tables(run: RunDir) -> dict[str, list[dict[str, Any]]]:
     path = run.root / "heldout.json"
     if not path.is_file():
         return {}
-    from deepresearcher.train.heldout import ALL, TYPE_MEAN
+    from deepresearcher.train.stratify import ALL, TYPE_MEAN
 
     by_type = json.loads(path.read_text("utf-8"))
     order = sorted(by_type, key=lambda kind: (kind in (TYPE_MEAN, ALL), kind == ALL, kind))  # types, then the two means

@@ -14,6 +14,11 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+# The two overall rows of a summary by task type (``heldout.EvalResult.by_type``): every task weighs the
+# same, or every task type does (the mean of the types' figures).
+ALL = "all"
+TYPE_MEAN = "type_mean"
+
 
 def per_type_quota(per_type: int, total: int, types: int) -> int:
     """Tasks of each type: ``per_type``, unless ``total`` tasks (``train.eval_tasks``) are fewer in all."""
