@@ -769,6 +769,43 @@ class AsyncTrainConfig(Section):
     )
 
 
+class CollapseConfig(Section):
+    """Warnings, in the log and the run's report, when GRPO's per-step metrics show the signs of collapse.
+
+    Only warned, never acted on; the defaults are justified in docs/train.md ("Collapse warnings")."""
+
+    window: int = Field(
+        5, ge=1,
+        description="Steps averaged on each side of a comparison: the first `window` steps (the run's start) "
+        "against the last `window` (now); trends are judged from 2 x window steps on, levels from `window` on.",
+    )
+    format_error_rise: float = Field(
+        0.05, ge=0,
+        description="Warn when the sampled format-error rate of the last `window` steps exceeds that of the "
+        "first `window` by more than this (absolute: 0.05 is 5 points).",
+    )
+    format_error_max: float = Field(
+        0.2, ge=0, le=1,
+        description="Warn when the sampled format-error rate of the last `window` steps is above this, however "
+        "the run started.",
+    )
+    entropy_rise: float = Field(
+        2.0, gt=1,
+        description="Warn when the policy entropy of the last `window` steps is more than this multiple of the "
+        "first `window` steps' (sampling turns to noise).",
+    )
+    entropy_drop: float = Field(
+        0.5, gt=0, lt=1,
+        description="Warn when the policy entropy of the last `window` steps is less than this fraction of the "
+        "first `window` steps' (the policy stops exploring; groups soon agree).",
+    )
+    zero_signal_max: float = Field(
+        0.5, ge=0, le=1,
+        description="Warn when, over the last `window` steps, more than this share of groups had all rewards "
+        "equal (`zero_signal_share`: no gradient signal from them).",
+    )
+
+
 class TrainConfig(Section):
     """GRPO training (``deepresearcher train``) with the paper's knobs; defaults are the paper's values.
 
@@ -863,6 +900,14 @@ class TrainConfig(Section):
     verl: VerlConfig = Field(default_factory=VerlConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     async_grpo: AsyncTrainConfig = Field(default_factory=AsyncTrainConfig)
+    eval_per_type: int = Field(
+        100, ge=0,
+        description="World held-out tasks of each task type (stratified: the same number of every type), at most "
+        "ceil(eval_tasks / 7) each so that `eval_tasks` still bounds the set. With num_worlds > 1, where the "
+        "held-out world has too few of a type, further unseen worlds of the same name pool are pooled (seeds "
+        "held-out + 2, + 4, ...; never trained on). 0: `eval_tasks` drawn at random (the world's own mix).",
+    )
+    collapse: CollapseConfig = Field(default_factory=CollapseConfig)
 
 
 class EvalConfig(Section):

@@ -62,7 +62,11 @@ def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, 
     assert set(during) == {"start", "after SFT", "end"} and min(during.values()) > 0
     assert during["end"] == summary["calibration"]["sft_tokens_per_second"] and "during the run: start" in output
     page = (run / "report.html").read_text()
-    assert "after SFT:" in output and "after GRPO:" in output and "F1 gain" in page
+    assert "after SFT (± standard error" in output and "after GRPO (± standard error" in output and "F1 gain" in page
+    assert len({row["type"] for row in held_out}) == 6, "the held-out set is stratified: one task of 6 types"
+    assert "F1 gain from GRPO by task type (points, ± paired SE)" in output and "type_mean" in output
+    assert "F1 gain from GRPO by task type, paired" in page and "f1_se" in page and "after GRPO SE" in page
+    assert summary["by_type"]["after GRPO"]["type_mean"]["n"] == 6 and "collapse_warnings" in summary
     assert "no-tools baselines" in output and "SFT tokens/s" in output
     assert "beside the no-tools baselines" in page and "<td>calibration (not in total)</td>" in page
     assert "{'world'" not in page, "timings are a table, not a Python dict"

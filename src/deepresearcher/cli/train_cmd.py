@@ -93,11 +93,12 @@ def train(
         return
     _quiet_libraries()
     from deepresearcher.train.pipeline import run_grpo
-    from deepresearcher.train.report import write_report
+    from deepresearcher.train.report import heldout_tables, write_report
     from deepresearcher.train.run_dir import RunDir
 
     result = run_grpo(cfg, resume=resume)
-    report = write_report(RunDir(result.run_dir), title=f"GRPO run {cfg.train.run_name}")
+    run = RunDir(result.run_dir)
+    report = write_report(run, title=f"GRPO run {cfg.train.run_name}", tables=heldout_tables(run))
     console.print(f"Trained {result.steps} steps in {result.seconds:.0f}s; model in {result.model_dir}; report {report}")
 
 

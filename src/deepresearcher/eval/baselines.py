@@ -23,6 +23,7 @@ conservative.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -33,7 +34,7 @@ from deepresearcher.reward import f1_score, normalize_answer, says_cannot_find
 from deepresearcher.world import UNANSWERABLE_ANSWER, Task
 
 __all__ = ["BASELINES", "BaselineReport", "Baselines", "Guess", "GuessTask", "fit_baselines", "margin_rows",
-           "model_f1_by_type"]
+           "model_f1_by_type", "model_f1_se_by_type"]
 
 BASELINES: tuple[str, ...] = ("type_prior", "relation_prior", "cannot_find")
 """The fitted baselines, in the order ties are broken; ``best`` picks among them per task type."""
@@ -200,26 +201,34 @@ class BaselineReport:
         """Back from ``to_dict`` (a report's JSON)."""
         return cls(n=data["n"], f1=data["f1"], choice=data.get("best_uses", {}), guesses=data.get("guesses", {}))
 
-    def to_dict(self, model_f1: dict[str, float] | None = None) -> dict[str, Any]:
-        """For a summary JSON; with the model's F1 per type, also its margin over ``best``."""
+    def to_dict(self, model_f1: dict[str, float] | None = None,
+                model_f1_se: dict[str, float] | None = None) -> dict[str, Any]:
+        """For a summary JSON; with the model's F1 per type, also its margin over ``best`` (and with its
+        standard errors, those)."""
         out: dict[str, Any] = {"n": self.n, "f1": self.f1, "best_uses": self.choice, "guesses": self.guesses}
+        if model_f1_se is not None:
+            out["model_f1_se"] = {k: model_f1_se[k] for k in self.n if k in model_f1_se}
         if model_f1 is not None:
             out["model_f1"] = {k: model_f1[k] for k in self.n if k in model_f1}
             out["margin_over_best"] = {k: model_f1[k] - self.f1["best"][k] for k in self.n if k in model_f1}
         return out
 
 
-def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]],
+                ses: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
     """Table rows, one per task type and ``all``: n, each model's F1, each baseline's, and the margins.
 
     ``models`` maps a column name ("after SFT", "model") to F1 per type; each gets a ``margin`` column:
-    its F1 minus ``best``'s (fractions, as every F1 here; renderers format them).
+    its F1 minus ``best``'s (fractions, as every F1 here; renderers format them). ``ses`` (the same keys,
+    ``model_f1_se_by_type``) adds each model's standard error beside its F1 (``<name> SE``).
     """
     rows = []
     for kind, n in report.n.items():
         row: dict[str, Any] = {"type": kind, "n": n}
         for name, f1 in models.items():
             row[name] = f1.get(kind)
+            if ses and name in ses:
+                row[f"{name} SE"] = ses[name].get(kind)
         for b in (*BASELINES, "best"):
             row[b.replace("_", " ")] = report.f1[b][kind]
         row["best uses"] = report.choice.get(kind, "").replace("_", " ") if kind != ALL else "per type"
@@ -230,11 +239,24 @@ def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]]) -> 
     return rows
 
 
-def model_f1_by_type(rows: Iterable[dict[str, Any]], types: dict[str, str]) -> dict[str, float]:
-    """Mean F1 of scored rows (each with a task id under ``id`` or ``task_id``) per task type and ``all``."""
+def _f1_by_type(rows: Iterable[dict[str, Any]], types: dict[str, str]) -> dict[str, list[float]]:
     groups: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         kind = types[row.get("task_id", row.get("id"))]
         groups[kind].append(float(row["f1"]))
         groups[ALL].append(float(row["f1"]))
-    return {k: sum(v) / len(v) for k, v in groups.items()}
+    return groups
+
+
+def model_f1_by_type(rows: Iterable[dict[str, Any]], types: dict[str, str]) -> dict[str, float]:
+    """Mean F1 of scored rows (each with a task id under ``id`` or ``task_id``) per task type and ``all``."""
+    return {k: sum(v) / len(v) for k, v in _f1_by_type(rows, types).items()}
+
+
+def model_f1_se_by_type(rows: Iterable[dict[str, Any]], types: dict[str, str]) -> dict[str, float]:
+    """The standard error of each :func:`model_f1_by_type` mean: sample standard deviation / sqrt(n)."""
+    out = {}
+    for kind, values in _f1_by_type(rows, types).items():
+        mean = sum(values) / len(values)
+        out[kind] = math.sqrt(sum((x - mean) ** 2 for x in values) / max(len(values) - 1, 1) / len(values))
+    return out

@@ -151,7 +151,8 @@ def baseline_tables(document: dict[str, Any]) -> list[tuple[str, Table]]:
 
     tables = []
     for label, section in document.get("baselines", {}).items():
-        rows = margin_rows(BaselineReport.from_dict(section), {"policy": section["model_f1"]})
+        ses = {"policy": section["model_f1_se"]} if "model_f1_se" in section else None
+        rows = margin_rows(BaselineReport.from_dict(section), {"policy": section["model_f1"]}, ses)
         tables.append((label, Table.from_records([
             {c: f"{100 * v:+.1f}" if c == "margin" else _pct(v) if isinstance(v, float) else str(v) for c, v in row.items()}
             for row in rows
@@ -178,7 +179,8 @@ BEHAVIOURS_NOTE = ("Research behaviours (docs/eval.md), each cell the rate and, 
 BASELINES_NOTE = ("F1 in percent by task type. The baselines answer without tools, from guesses fitted on the "
                   "world's train split only: type prior (best constant answer per type), relation prior (per type "
                   "and relation), cannot find; best: per type, the one that did best on held-out training tasks. "
-                  "margin: the policy's F1 minus best's, in points.")
+                  "margin: the policy's F1 minus best's, in points. policy SE: the standard error of the policy's "
+                  "F1 (sample standard deviation / sqrt(n)), in points; all: every task weighs the same.")
 
 
 def render_html(document: dict[str, Any], records: list[dict[str, Any]]) -> str:

@@ -135,7 +135,7 @@ def data_file_split(config: Config, data_file: str | Path) -> str:
 def world_baselines(config: Config, tasks: dict[str, list[QATask]], records: list[dict[str, Any]]) -> dict[str, Any]:
     """Per world benchmark label: the no-tools baselines, fitted on the world's train split, beside the
     policy's F1 per task type and its margin over the best baseline (``eval.baselines``)."""
-    from deepresearcher.eval.baselines import fit_baselines, model_f1_by_type
+    from deepresearcher.eval.baselines import fit_baselines, model_f1_by_type, model_f1_se_by_type
     from deepresearcher.web.local_world import ensure_world
     from deepresearcher.world import load_tasks
 
@@ -152,8 +152,9 @@ def world_baselines(config: Config, tasks: dict[str, list[QATask]], records: lis
             continue
         evaluated = [by_id[t.id] for t in tasks[label]]
         rows = [r for r in records if r["benchmark"] == label]
-        model = model_f1_by_type(rows, {t.id: t.type for t in evaluated})
-        out[label] = baselines.evaluate(evaluated).to_dict(model_f1=model)
+        types = {t.id: t.type for t in evaluated}
+        out[label] = baselines.evaluate(evaluated).to_dict(model_f1=model_f1_by_type(rows, types),
+                                                           model_f1_se=model_f1_se_by_type(rows, types))
     return out
 
 

@@ -4,10 +4,10 @@
 disk, attaches to an issue or a mail, and works offline. Plots are PNG files beside it. An eval
 (``eval.report``) and a training run (``train.report``) fill the same ``ReportPage``::
 
-    ReportPage(title, notes=[...], tables={"heading": Table(...)}, settings=[...], images=["curve.png"],
+    ReportPage(title, notes=[...], warnings=[...], tables={"heading": Table(...)}, settings=[...], images=["curve.png"],
                records=[{"question": ..., "trajectory": {...}, "f1": ...}, ...]).write(path)
 
-Sections appear in that order; any left empty is left out. ``records`` become the trajectory viewer
+Sections appear in that order (warnings, in a box, before the notes); any left empty is left out. ``records`` become the trajectory viewer
 (``reports.trajectories``).
 """
 
@@ -33,6 +33,8 @@ table.metrics th,table.metrics td{border:1px solid #d6dae1;padding:4px 10px;text
 table.metrics th:first-child,table.metrics td:first-child{text-align:left}table.metrics tr.total td{font-weight:600}
 .meta{color:#4a5566;font-size:13px;margin:4px 0 16px}.meta li{margin:1px 0}
 .plots img{margin:4px;background:#fff;border:1px solid #d6dae1}
+.warn{background:#fff4e5;border:1px solid #e8a33d;border-left:6px solid #d9822b;padding:8px 14px;margin:10px 0}
+.warn h2{margin:2px 0 4px;color:#8a4b00}
 """
 
 
@@ -86,6 +88,7 @@ class ReportPage:
 
     title: str
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # shown first, in a box: what the reader must not miss
     tables: dict[str, Table] = field(default_factory=dict)  # heading ("" for none) -> table
     settings: list[str] = field(default_factory=list)  # the settings behind the numbers, one line each
     images: list[str] = field(default_factory=list)  # PNG file names, relative to the page
@@ -94,7 +97,9 @@ class ReportPage:
     doc_title: str = ""  # the browser tab's title; the title by default
 
     def html(self) -> str:
-        parts = [f"<p>{_inline(note)}</p>" for note in self.notes]
+        parts = ["<div class=warn><h2>Warnings</h2><ul>" + "".join(f"<li>{_inline(w)}</li>" for w in self.warnings)
+                 + "</ul></div>"] if self.warnings else []
+        parts += [f"<p>{_inline(note)}</p>" for note in self.notes]
         for heading, table in self.tables.items():
             parts.append((f"<h2>{html.escape(heading)}</h2>" if heading else "") + table.html())
         if self.settings:

@@ -31,8 +31,9 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, TrainConfig, dump_config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train import precision
+from deepresearcher.train.collapse import CollapseWatch
 from deepresearcher.train.loss import zero_signal_share
-from deepresearcher.train.run_dir import RunDir
+from deepresearcher.train.run_dir import RunDir, read_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -325,10 +326,12 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
                 model.train(was_training)
 
     class MetricsCallback(TrainerCallback):
-        """One metrics.jsonl line per optimizer step: our rollout stats plus TRL's loss-side numbers."""
+        """One metrics.jsonl line per optimizer step: our rollout stats plus TRL's loss-side numbers; a
+        warning in the log the first time the steps show a sign of collapse (``train.collapse``)."""
 
         def __init__(self) -> None:
             self.step_start = self.train_start = time.perf_counter()
+            self.collapse = CollapseWatch(rollouts.cfg.collapse, read_metrics(run.metrics_path))
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.train_start = time.perf_counter()
@@ -359,6 +362,8 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
                     record[ours] = float(logs[theirs])
             run.append_metrics(record)
             logger.info("step %d %s", state.global_step, {k: round(v, 4) for k, v in record.items() if isinstance(v, float)})
+            for sign in self.collapse.update(record):
+                logger.warning("step %d: sign of collapse: %s", sign.step, sign.message)
 
     callbacks: list[Any] = [HeldOutCallback(), MetricsCallback()]
     if show_progress:

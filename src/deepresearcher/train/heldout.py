@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from deepresearcher.config import Config
+from deepresearcher.train.stratify import ALL, TYPE_MEAN
+
+
 
 
 @dataclass
@@ -22,11 +25,27 @@ class EvalResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
     def by_type(self) -> dict[str, dict[str, float]]:
+        """Each task type's figures with their standard errors, then ``type_mean`` (the mean of the types'
+        figures: each type weighs the same, as on a stratified held-out set) and ``all`` (each task weighs the
+        same). With one type there is no ``type_mean``."""
         groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in self.rows:
             groups[row["type"]].append(row)
-            groups["all"].append(row)
-        return {name: _summary(rows) for name, rows in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
+        types = {name: _summary(rows) for name, rows in sorted(groups.items())}
+        overall = {TYPE_MEAN: type_mean(list(types.values()))} if len(types) > 1 else {}
+        return {**types, **overall, ALL: _summary(self.rows)}
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (sample standard deviation / sqrt(n); 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in values) / max(n - 1, 1)) / math.sqrt(n)
+
+
+def rate_se(rate: float, n: int) -> float:
+    """Binomial standard error of a rate measured on ``n`` tasks: sqrt(p (1 - p) / n)."""
+    return math.sqrt(rate * (1 - rate) / n)
 
     def behaviours_by_type(self) -> dict[str, dict[str, dict[str, Any]]]:
         """The research behaviours (``eval.behaviours``: rate and cases) per task type, then ``all``."""
@@ -37,17 +56,34 @@ class EvalResult:
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     n = len(rows)
-    f1 = [r["f1"] for r in rows]
-    mean = sum(f1) / n
-    std = math.sqrt(sum((x - mean) ** 2 for x in f1) / max(n - 1, 1))
+    f1, f1_se = mean_se([r["f1"] for r in rows])
+    tools, tools_se = mean_se([r["tool_calls"] for r in rows])
+    success = sum(r["f1"] >= 0.999 for r in rows) / n
+    errors = sum(r["format_error"] for r in rows) / n
     return {
         "n": n,
-        "success": sum(r["f1"] >= 0.999 for r in rows) / n,
-        "f1": mean,
-        "f1_se": std / math.sqrt(n),
-        "format_errors": sum(r["format_error"] for r in rows) / n,
-        "tool_calls": sum(r["tool_calls"] for r in rows) / n,
+        "success": success,
+        "success_se": rate_se(success, n),
+        "f1": f1,
+        "f1_se": f1_se,
+        "format_errors": errors,
+        "format_errors_se": rate_se(errors, n),
+        "tool_calls": tools,
+        "tool_calls_se": tools_se,
     }
+
+
+def type_mean(summaries: list[dict[str, float]]) -> dict[str, float]:
+    """The mean of per-type summaries, each type weighing the same; the standard error of each mean is
+    sqrt(sum of the types' squared SEs) / types (independent samples), ``n`` the tasks in all."""
+    out: dict[str, float] = {"n": sum(s["n"] for s in summaries)}
+    for key in summaries[0]:
+        if key == "n" or key.endswith("_se"):
+            continue
+        out[key] = sum(s[key] for s in summaries) / len(summaries)
+        if f"{key}_se" in summaries[0]:
+            out[f"{key}_se"] = math.sqrt(sum(s[f"{key}_se"] ** 2 for s in summaries)) / len(summaries)
+    return out
 
 
 def evaluate(
@@ -80,11 +116,20 @@ def evaluate_model(
     return result
 
 
-def paired_gain(before: EvalResult, after: EvalResult) -> tuple[float, float]:
-    """Mean F1 gain (after − before) over the same tasks, and its standard error (paired)."""
+def paired_gain(before: EvalResult, after: EvalResult, kind: str | None = None) -> tuple[float, float]:
+    """Mean F1 gain (after − before) over the same tasks (of task type ``kind``, or all), and its standard
+    error (paired)."""
     a = {r["id"]: r["f1"] for r in before.rows}
-    diffs = [r["f1"] - a[r["id"]] for r in after.rows if r["id"] in a]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    std = math.sqrt(sum((d - mean) ** 2 for d in diffs) / max(n - 1, 1))
-    return mean, std / math.sqrt(n)
+    return mean_se([r["f1"] - a[r["id"]] for r in after.rows if r["id"] in a and kind in (None, r["type"])])
+
+
+def paired_gain_by_type(before: EvalResult, after: EvalResult) -> dict[str, tuple[float, float]]:
+    """:func:`paired_gain` of each task type, then ``type_mean`` (the types' mean gain, SE as in
+    :func:`type_mean`) and ``all`` (over every task)."""
+    types = sorted({r["type"] for r in after.rows})
+    gains = {kind: paired_gain(before, after, kind) for kind in types}
+    if len(types) > 1:
+        gains[TYPE_MEAN] = (sum(g for g, _ in gains.values()) / len(types),
+                            math.sqrt(sum(se**2 for _, se in gains.values())) / len(types))
+    gains[ALL] = paired_gain(before, after)
+    return gains

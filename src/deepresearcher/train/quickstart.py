@@ -24,7 +24,7 @@ from typing import Any
 
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.heldout import EvalResult, evaluate, paired_gain
+from deepresearcher.train.heldout import TYPE_MEAN, EvalResult, evaluate, paired_gain, paired_gain_by_type
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +101,10 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
     sets = task_sets(config)
     world_dir, test_tasks, sft_tasks = sets.world_dirs[0], sets.test, sets.sft
-    say(f"{len(sets.world_dirs) - (sets.held_out_dir is not None)} training world(s) from {world_dir}: "
-        f"{len(sft_tasks) + len(sets.grpo)} train tasks, {len(test_tasks)} held-out test tasks"
-        f"{f' (world {sets.held_out_dir})' if sets.held_out_dir else ''}")
+    pooled = f" and {len(sets.pooled_dirs)} more unseen world(s) pooled for every task type" if sets.pooled_dirs else ""
+    say(f"{len(sets.world_dirs) - (sets.held_out_dir is not None) - len(sets.pooled_dirs)} training world(s) from "
+        f"{world_dir}: {len(sft_tasks) + len(sets.grpo)} train tasks, {len(test_tasks)} held-out test tasks"
+        f"{f' (world {sets.held_out_dir}{pooled})' if sets.held_out_dir else ''}")
     lap("world")
 
     rollouts = Rollouts(config, seed=cfg.seed, world_dirs=sets.environments)
@@ -158,6 +159,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     summary: dict[str, Any] = {
         "oracle_f1": oracle_f1,
         "after_sft": after_sft.by_type()["all"],
+        "by_type": {stage: result.by_type() for stage, result in stages.items()},
         "eval_tasks": len(test_tasks),
         "eval_world": cfg.eval_world,
         "timings_s": timings,
@@ -166,10 +168,16 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}; {summary['total_s']:.0f} s in all (step times below)."]
     if after_grpo is not None:
         gain, se = paired_gain(after_sft, after_grpo)
-        summary.update(after_grpo=after_grpo.by_type()["all"], f1_gain=gain, f1_gain_se=se)
+        gains = paired_gain_by_type(after_sft, after_grpo)
+        say(format_gains(gains))
+        summary.update(after_grpo=after_grpo.by_type()["all"], f1_gain=gain, f1_gain_se=se,
+                       f1_gain_by_type={kind: {"gain": g, "se": e} for kind, (g, e) in gains.items()})
+        type_gain = (f"; each type weighing the same {100 * gains[TYPE_MEAN][0]:+.1f} (SE {100 * gains[TYPE_MEAN][1]:.1f})"
+                     if TYPE_MEAN in gains else "")
         notes.insert(0,
             f"F1 gain from GRPO: {100 * gain:+.1f} points (paired SE {100 * se:.1f}) on {len(test_tasks)} held-out "
-            f"tasks; format-error rate {after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
+            f"tasks, each task weighing the same{type_gain}; format-error rate "
+            f"{after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
     summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
                                       test_tasks=test_tasks, timings=timings, calibrations=calibrations,
@@ -178,10 +186,19 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
 
 def _format_table(title: str, result: EvalResult) -> str:
-    lines = [f"{title}:", f"  {'type':<14}{'n':>6}{'success':>9}{'F1':>8}{'fmt-err':>9}{'tools':>7}"]
+    """The evaluation by task type, each figure ± its standard error; ``type_mean`` weighs every type the
+    same, ``all`` every task."""
+    lines = [f"{title} (± standard error; type_mean: each type weighs the same, all: each task):",
+             f"  {'type':<14}{'n':>6}{'success':>15}{'F1':>15}{'fmt-err':>15}{'tools':>13}"]
     for kind, s in result.by_type().items():
-        lines.append(
-            f"  {kind:<14}{s['n']:>6}{s['success']:>9.3f}{s['f1']:>8.3f}{s['format_errors']:>9.3f}{s['tool_calls']:>7.2f}"
-        )
+        lines.append(f"  {kind:<14}{s['n']:>6}" + "".join(
+            f"{s[key]:>{width}.{digits}f}±{s[key + '_se']:<{digits + 2}.{digits}f}"
+            for key, width, digits in (("success", 9, 3), ("f1", 9, 3), ("format_errors", 9, 3), ("tool_calls", 8, 2))))
     return "\n".join(lines)
+
+
+def format_gains(gains: dict[str, tuple[float, float]]) -> str:
+    """The paired F1 gain of each task type in points, ± its standard error."""
+    return "F1 gain from GRPO by task type (points, ± paired SE): " + ", ".join(
+        f"{kind} {100 * gain:+.1f}±{100 * se:.1f}" for kind, (gain, se) in gains.items())
 

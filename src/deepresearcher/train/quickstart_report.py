@@ -12,6 +12,7 @@ evaluation (``heldout_<stage>/report.html``, with the baselines).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -83,6 +84,14 @@ def _pct_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: f"{100 * v:+.1f}" if k.startswith("margin") and isinstance(v, float) else v for k, v in row.items()}
 
 
+def _type_counts(tasks: list[dict[str, Any]]) -> str:
+    """How the held-out tasks divide into types: "140 of each of 7 types" on a stratified set."""
+    counts = Counter(t.get("type", "task") for t in tasks)
+    if len(set(counts.values())) == 1:
+        return f"{next(iter(counts.values()))} of each of {len(counts)} task types"
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+
+
 def write_quickstart_report(
     run: RunDir,
     config: Config,
@@ -110,18 +119,20 @@ def write_quickstart_report(
         fit_baselines,
         margin_rows,
         model_f1_by_type,
+        model_f1_se_by_type,
     )
     from deepresearcher.eval.behaviours import behaviour_rows
     from deepresearcher.eval.report import write_reports
     from deepresearcher.reports import Table
     from deepresearcher.train.calibration import measure_machine
-    from deepresearcher.train.report import write_report
+    from deepresearcher.train.report import collapse_warnings, write_report
 
     types = {t["id"]: t.get("type", "task") for t in test_tasks}
     fitted = fit_baselines(train_tasks)
     baselines = fitted.evaluate(test_tasks)
     behaviours = _behaviour_sources(fitted, test_tasks, stages, oracle_behaviours)
     model_f1 = {stage: model_f1_by_type(result.rows, types) for stage, result in stages.items()}
+    model_se = {stage: model_f1_se_by_type(result.rows, types) for stage, result in stages.items()}
     final = list(stages)[-1]
     calibration = measure_machine()
     during = {**(calibrations or {}), "end": calibration}
@@ -133,15 +144,19 @@ def write_quickstart_report(
     overall = behaviour_rows({source: by_type["all"] for source, by_type in behaviours.items()}, label="source")
     say("research behaviours (rate and cases; the oracle on its SFT episodes, the rest on the held-out tasks):\n"
         + Table.from_records(overall).markdown())
-    summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final]), "calibration": calibration.to_dict(),
+    warnings = collapse_warnings(run)
+    for warning in warnings:
+        say(f"WARNING: {warning}")
+    summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final], model_f1_se=model_se[final]),
+               "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
-               "f1_by_type": model_f1, "behaviours": behaviours}
+               "f1_by_type": model_f1, "behaviours": behaviours, "collapse_warnings": warnings}
 
     pages = {}
     for stage, result in stages.items():
         out = run.root / f"heldout_{_slug(stage)}"
         out.mkdir(parents=True, exist_ok=True)
-        section = baselines.to_dict(model_f1=model_f1[stage])
+        section = baselines.to_dict(model_f1=model_f1[stage], model_f1_se=model_se[stage])
         named = config.model_copy(update={  # the page names the policy and decoding of this evaluation
             "agent": config.agent.model_copy(update={"policy": f"{run.root.name} model, {stage}"}),
             "eval": config.eval.model_copy(update={"temperature": 0.0, "samples": 1}),
@@ -154,7 +169,7 @@ def write_quickstart_report(
     total = round(sum(timings.values()), 1)
     unseen = "a world never trained on" if config.train.num_worlds > 1 else "a split never trained on"
     lead = [
-        (f"{len(test_tasks)} held-out tasks (train.eval_world={config.train.eval_world}: {unseen}). "
+        (f"{len(test_tasks)} held-out tasks ({_type_counts(test_tasks)}; train.eval_world={config.train.eval_world}: {unseen}). "
          f"{final}: F1 {model_f1[final]['all']:.3f}; the best no-tools baseline, fitted on the {len(train_tasks)} "
          f"training tasks only, scores {best:.3f}: a margin of {100 * margin:+.1f} F1 points."),
         *(notes or []),
@@ -163,10 +178,14 @@ def write_quickstart_report(
          "means a costlier recipe."),
     ]
     tables = {
-        "Held-out F1 by task type, beside the no-tools baselines": [
-            _pct_row(r) for r in margin_rows(baselines, model_f1)],
-        "Held-out evaluation": [{"stage": stage, "type": kind, **s} for stage, result in stages.items()
-                                for kind, s in result.by_type().items()],
+        "Held-out F1 by task type, beside the no-tools baselines (SE: standard error; all: each task weighs the same)": [
+            _pct_row(r) for r in margin_rows(baselines, model_f1, model_se)],
+        ("Held-out evaluation (each figure with its standard error, `_se`: binomial for rates, sample SE for means; "
+         "type_mean: each task type weighs the same, all: each task)"): [
+            {"stage": stage, "type": kind, **s} for stage, result in stages.items() for kind, s in result.by_type().items()],
+        **({"F1 gain from GRPO by task type, paired over the same tasks (points)": [
+            {"type": kind, "gain": f"{100 * g['gain']:+.1f}", "SE": f"{100 * g['se']:.1f}"}
+            for kind, g in summary["f1_gain_by_type"].items()]} if "f1_gain_by_type" in summary else {}),
         BEHAVIOURS_TITLE: overall,
         "Research behaviours by task type": behaviour_rows(
             {f"{kind}: {source}": by_type[kind] for kind in _kinds(behaviours) for source, by_type in behaviours.items()

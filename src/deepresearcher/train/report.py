@@ -19,7 +19,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.reports import ReportPage, Table
 from deepresearcher.train.run_dir import RunDir, read_metrics
 
-__all__ = ["CURVES", "plot_curves", "run_settings", "sample_records", "trajectory_record", "write_report"]
+__all__ = ["CURVES", "collapse_warnings", "heldout_tables", "plot_curves", "run_settings", "sample_records", "trajectory_record", "write_report"]
 
 # metric key in metrics.jsonl -> plot title
 CURVES: dict[str, str] = {
@@ -116,6 +116,35 @@ def run_settings(run: RunDir) -> list[str]:
     ]
 
 
+def collapse_warnings(run: RunDir) -> list[str]:
+    """The signs of collapse in the run's ``metrics.jsonl`` (``train.collapse`` of its config.yaml), one line each."""
+    from deepresearcher.config import CollapseConfig
+    from deepresearcher.train.collapse import collapse_signs
+
+    path = run.root / "config.yaml"
+    config = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}) if path.is_file() else {}
+    settings = CollapseConfig(**(config.get("train") or {}).get("collapse", {}))
+    return [f"Sign of collapse by step {sign.step}: {sign.message}."
+            for sign in collapse_signs(read_metrics(run.metrics_path), settings)]
+
+
+HELDOUT_TABLE = ("Held-out evaluation of the final policy (each figure with its standard error, `_se`: binomial for "
+                 "rates, sample SE for means; type_mean: each task type weighs the same, all: each task)")
+
+
+def heldout_tables(run: RunDir) -> dict[str, list[dict[str, Any]]]:
+    """The final policy's held-out figures by task type (``heldout.json``, written by ``train`` with
+    ``train.eval_data``) as a report table; none when the run has no such file."""
+    path = run.root / "heldout.json"
+    if not path.is_file():
+        return {}
+    from deepresearcher.train.stratify import ALL, TYPE_MEAN
+
+    by_type = json.loads(path.read_text("utf-8"))
+    order = sorted(by_type, key=lambda kind: (kind in (TYPE_MEAN, ALL), kind == ALL, kind))  # types, then the two means
+    return {HELDOUT_TABLE: [{"type": kind, **by_type[kind]} for kind in order]}
+
+
 def write_report(
     run: RunDir,
     title: str = "deepresearcher run",
@@ -128,11 +157,13 @@ def write_report(
 
     ``tables`` maps a heading to rows (dicts: one column per key); ``examples`` is how many sampled
     episodes of the first and last step to show; ``trajectories`` are more episodes for the viewer,
-    e.g. held-out ones (``trajectory_record(trajectory, "after GRPO", **scores)``).
+    e.g. held-out ones (``trajectory_record(trajectory, "after GRPO", **scores)``). Signs of collapse in
+    the run's metrics (``collapse_warnings``) head the page in a warning box.
     """
     page = ReportPage(
         title,
         notes=list(notes or []),
+        warnings=collapse_warnings(run),
         tables={heading: Table.from_records(rows) for heading, rows in (tables or {}).items()},
         settings=run_settings(run),
         images=[path.name for path in plot_curves(run)],

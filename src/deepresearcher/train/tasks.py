@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from deepresearcher.config import Config, DataSource
 from deepresearcher.errors import ConfigError, DataError
+from deepresearcher.train.stratify import per_type_quota, short_types, stratify
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,22 @@ def held_out_seed(config: Config) -> int:
     """The seed of the held-out world of ``train.eval_world``: the dev world right after the training
     worlds, the test world after it. Recipes are chosen on dev; the reported figures come from test."""
     return config.world.seed + config.train.num_worlds + (config.train.eval_world == "test")
+
+
+def _shared_names_world(config: Config, seed: int) -> Path:
+    """The world of ``seed`` drawing names from the run's one pool (``world.names_seed``, else ``world.seed``)."""
+    from deepresearcher.web.local_world import ensure_world
+
+    names_seed = config.world.names_seed if config.world.names_seed is not None else config.world.seed
+    return ensure_world(config.model_copy(update={"world": config.world.model_copy(
+        update={"seed": seed, "names_seed": names_seed, "dir": None})}))
+
+
+def pooled_world_seeds(config: Config, count: int) -> list[int]:
+    """Seeds of the further unseen worlds pooled into a stratified held-out set: every other seed after the
+    held-out world's, so the dev world's pool (+2, +4, ...) and the test world's never share a world and
+    neither is ever a training world."""
+    return [held_out_seed(config) + 2 * k for k in range(1, count + 1)]
 
 
 def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
@@ -46,12 +63,8 @@ def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
     n = config.train.num_worlds
     if n == 1:
         return [ensure_world(config)], None
-    names_seed = config.world.names_seed if config.world.names_seed is not None else config.world.seed
-    dirs = [
-        ensure_world(config.model_copy(update={"world": config.world.model_copy(
-            update={"seed": seed, "names_seed": names_seed, "dir": None})}))
-        for seed in [*range(config.world.seed, config.world.seed + n), held_out_seed(config)]
-    ]
+    dirs = [_shared_names_world(config, seed)
+            for seed in [*range(config.world.seed, config.world.seed + n), held_out_seed(config)]]
     return dirs[:n], dirs[n]
 
 
@@ -59,12 +72,13 @@ def ensure_training_worlds(config: Config) -> tuple[list[Path], Path | None]:
 class TaskSets:
     """The tasks of one run; each task dict carries ``world``, the index of its environment in ``environments``."""
 
-    world_dirs: list[Path]  # the training worlds, then the held-out world when there is one
+    world_dirs: list[Path]  # the training worlds, then the held-out world when there is one, then the pooled ones
     held_out_dir: Path | None
     sft: list[dict[str, Any]]  # world tasks for the oracle's demonstrations (SFT warm start)
     grpo: list[dict[str, Any]]  # RL prompts: the sources mixed by ratio, minus the SFT tasks
     test: list[dict[str, Any]]  # held-out evaluation, at most ``train.eval_tasks``
     uses_search: bool = False  # some task is answered by the configured search backend
+    pooled_dirs: list[Path] = field(default_factory=list)  # unseen worlds after the held-out one, for a stratified test set
 
     @property
     def environments(self) -> list[Path | None]:
@@ -148,9 +162,37 @@ class _Builder:
         check_environments(config, self.sources)
         uses_world = any(s.kind == "world" or s.serves == "world" for s in self.sources)
         self.train_dirs, self.held_out = ensure_training_worlds(config) if uses_world else ([], None)
-        self.world_dirs = self.train_dirs if self.held_out is None else [*self.train_dirs, self.held_out]
+        self.pooled = self._pool_held_out_worlds()
+        self.world_dirs = self.train_dirs if self.held_out is None else [*self.train_dirs, self.held_out, *self.pooled]
         self.search_env = len(self.world_dirs)
         self.uses_search = any(s.serves == "search" for s in self.sources)
+
+    def quota(self) -> int:
+        """Tasks of each type in a stratified world held-out set (``train.eval_per_type``, 0: not stratified)."""
+        from deepresearcher.world.tasks import TASK_TYPES
+
+        cfg = self.config.train
+        return per_type_quota(cfg.eval_per_type, cfg.eval_tasks, len(TASK_TYPES)) if cfg.eval_per_type else 0
+
+    def _pool_held_out_worlds(self) -> list[Path]:
+        """Further unseen worlds (``pooled_world_seeds``) until every task type of the held-out world has
+        ``quota()`` held-out tasks, at most ``MAX_POOLED_WORLDS`` of them."""
+        from deepresearcher.world import load_tasks
+
+        source = next((s for s in eval_sources(self.config) if s.kind == "world"), None)
+        quota = self.quota()
+        if source is None or self.held_out is None or not quota:
+            return []
+        splits = _held_out_splits(source)
+        tasks = [t.to_dict() for split in splits for t in load_tasks(self.held_out, split)]
+        types = sorted({t["type"] for t in tasks})
+        pooled: list[Path] = []
+        for seed in pooled_world_seeds(self.config, MAX_POOLED_WORLDS):
+            if not short_types(tasks, quota, types):
+                break
+            pooled.append(_shared_names_world(self.config, seed))
+            tasks += [t.to_dict() for split in splits for t in load_tasks(pooled[-1], split)]
+        return pooled
 
     def env(self, source: DataSource, world: int = 0) -> int:
         return world if source.serves == "world" else self.search_env
@@ -170,11 +212,10 @@ class _Builder:
 
         if self.held_out is None:
             tasks = [{**task_dict(t), "world": self.env(source)} for t in load_tasks(self.train_dirs[0], source.split or self.config.train.eval_world)]
-        else:  # the held-out world's facts were never trained on: every split of it is held out
-            env = self.env(source, len(self.train_dirs))
-            tasks = [{**task_dict(t), "world": env}
-                     for split in ((source.split,) if source.split else ("train", "dev", "test"))
-                     for t in load_tasks(self.held_out, split)]
+        else:  # the held-out world's facts were never trained on: every split of it is held out (pooled ones too)
+            tasks = [{**task_dict(t), "world": self.env(source, len(self.train_dirs) + k)}
+                     for k, world in enumerate([self.held_out, *self.pooled])
+                     for split in _held_out_splits(source) for t in load_tasks(world, split)]
         return tasks[: source.limit]
 
     def questions(self, source: DataSource, default_split: str) -> list[dict[str, Any]]:
@@ -183,6 +224,15 @@ class _Builder:
         if not tasks:
             raise DataError(f"data source {source.label} has no questions; check its split, path and limit.")
         return tasks
+
+
+# Unseen worlds pooled at most into a stratified held-out set (a small world has ~35 unanswerable tasks).
+MAX_POOLED_WORLDS = 8
+
+
+def _held_out_splits(source: DataSource) -> tuple[str, ...]:
+    """The splits of an unseen world a held-out source reads: its own split, else all of them."""
+    return (source.split,) if source.split else ("train", "dev", "test")
 
 
 def _drop_repeats(pools: list[list[dict[str, Any]]], banned: set[str]) -> list[list[dict[str, Any]]]:
@@ -223,6 +273,8 @@ def task_sets(config: Config) -> TaskSets:
     questions, minus repeats and held-out questions, each shuffled with its own seed. Several sources are
     mixed at their ratios (:func:`mix_by_ratio`). Test tasks: ``train.eval_data`` (default: the world's
     ``train.eval_world`` split, or every split of the held-out dev or test world with several worlds), at most ``train.eval_tasks``.
+    World test tasks are stratified (``train.eval_per_type`` of each type, ``stratify``), with several worlds
+    pooled from further unseen worlds (``pooled_world_seeds``) where the held-out world has too few of a type.
     """
     from deepresearcher.data import question_key
 
@@ -232,8 +284,15 @@ def task_sets(config: Config) -> TaskSets:
     test_sources = eval_sources(config)
     for source in test_sources:
         tests.append(build.world_test(source) if source.kind == "world" else build.questions(source, "dev"))
-    for i, pool in enumerate(tests):
+    for i, (source, pool) in enumerate(zip(test_sources, tests, strict=True)):
         random.Random(cfg.seed + 1 if len(tests) == 1 else f"{cfg.seed + 1}:{i}").shuffle(pool)
+        if source.kind == "world" and build.quota():
+            types = sorted({t["type"] for t in pool})
+            pool[:] = stratify(pool, build.quota())
+            if short := short_types(pool, build.quota(), types):
+                logger.warning("stratified held-out set: fewer than %d tasks of %s (in %d held-out world(s))",
+                               build.quota(), ", ".join(f"{k} ({v})" for k, v in short.items()),
+                               1 + len(build.pooled) if build.held_out else 1)
     test = _unique_ids(mix_by_ratio(tests, [s.ratio for s in test_sources], cfg.seed + 1)[: cfg.eval_tasks] if tests else [])
 
     worlds = [s for s in cfg.data if s.kind == "world"]
@@ -259,7 +318,7 @@ def task_sets(config: Config) -> TaskSets:
         pools.append(pool)
         ratios.append(source.ratio)
     grpo = _unique_ids(mix_by_ratio(pools, ratios, cfg.seed))
-    return TaskSets(build.world_dirs, build.held_out, sft, grpo, test, build.uses_search)
+    return TaskSets(build.world_dirs, build.held_out, sft, grpo, test, build.uses_search, build.pooled)
 
 
 def training_tasks(config: Config) -> list[dict[str, Any]]:
