@@ -35,6 +35,12 @@ class EvalResult:
         overall = {TYPE_MEAN: type_mean(list(types.values()))} if len(types) > 1 else {}
         return {**types, **overall, ALL: _summary(self.rows)}
 
+    def behaviours_by_type(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The research behaviours (``eval.behaviours``: rate and cases) per task type, then ``all``."""
+        from deepresearcher.eval.behaviours import rates_by_type
+
+        return rates_by_type(row["behaviour"] for row in self.rows if row.get("behaviour"))
+
 
 def mean_se(values: list[float]) -> tuple[float, float]:
     """Mean and standard error of the mean (sample standard deviation / sqrt(n); 0 for one value)."""
@@ -46,12 +52,6 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 def rate_se(rate: float, n: int) -> float:
     """Binomial standard error of a rate measured on ``n`` tasks: sqrt(p (1 - p) / n)."""
     return math.sqrt(rate * (1 - rate) / n)
-
-    def behaviours_by_type(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """The research behaviours (``eval.behaviours``: rate and cases) per task type, then ``all``."""
-        from deepresearcher.eval.behaviours import rates_by_type
-
-        return rates_by_type(row["behaviour"] for row in self.rows if row.get("behaviour"))
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
