@@ -273,12 +273,14 @@ COMPARISON = {"id": "k1", "type": "comparison", "question": "Which was founded e
 def test_a_comparison_that_searched_and_read_both_entities_and_answered_right_counts_every_step():
     turns = (search("Acme Corp founded", ("Acme Corp", WIKI + "Acme_Corp", "A company.")),
              search("Zenith Ltd founded", ("Zenith Ltd", WIKI + "Zenith_Ltd", "A firm.")),
-             browse((WIKI + "Acme_Corp", "| Founded | 1901 |")), browse((WIKI + "Zenith_Ltd", "| Founded | 1950 |")))
+             browse((WIKI + "Acme_Corp", "| Founded | 1901 |")), browse((WIKI + "Zenith_Ltd", "| Founded | 1950 |")),
+             TurnRecord(text="<think>Acme Corp 1901, Zenith Ltd 1950.</think>\n<answer>Acme Corp</answer>"))
     record = behaviour_record(episode(*turns, answer="Acme Corp"), COMPARISON)
     assert (record.entities_searched, record.entities_read, record.correct) == (2, 2, True)
-    assert "entity_not_searched" not in record.tags
+    assert record.values_stated == [True, True] and "entity_not_searched" not in record.tags
     rates = behaviour_rates([record])
     assert rates["both_entities_searched"] == rates["both_pages_read"] == rates["right_when_both_read"] == {"rate": 1.0, "n": 1}
+    assert rates["first_value_stated"] == rates["second_value_stated"] == {"rate": 1.0, "n": 1}
 
 
 def test_a_garbled_second_name_is_a_missed_search_and_a_wrong_pick_after_reading_both_is_the_comparison_step():
@@ -291,12 +293,15 @@ def test_a_garbled_second_name_is_a_missed_search_and_a_wrong_pick_after_reading
                  browse((WIKI + "Acme_Corp", "| Founded | 1901 |")),
                  search("Zenith Ltd founded", ("Zenith Ltd", WIKI + "Zenith_Ltd", "A firm.")),
                  browse((WIKI + "Zenith_Ltd", "| Founded | 1950 |")))
-    wrong = behaviour_record(episode(*read_both, answer="Zenith Ltd"), COMPARISON)
+    miscopied = TurnRecord(text="<think>Acme Corp 1987, Zenith Ltd 1950.</think>\n<answer>Zenith Ltd</answer>")
+    wrong = behaviour_record(episode(*read_both, miscopied, answer="Zenith Ltd"), COMPARISON)
     assert (wrong.entities_searched, wrong.entities_read, wrong.correct) == (2, 2, False)
+    assert wrong.values_stated == [False, True]
     rates = behaviour_rates([missed, wrong])
     assert rates["both_entities_searched"] == {"rate": 0.5, "n": 2}
     assert rates["both_pages_read"] == {"rate": 0.5, "n": 2}
     assert rates["right_when_both_read"] == {"rate": 0.0, "n": 1}
+    assert (rates["first_value_stated"], rates["second_value_stated"]) == ({"rate": 0.0, "n": 1}, {"rate": 1.0, "n": 1})
 
 
 def test_two_entity_steps_apply_only_to_two_entity_world_tasks():

@@ -19,7 +19,8 @@ are in docs/eval.md ("Research behaviours"); in short:
   task's answerability.
 - **two-entity steps**: on world ``comparison``/``two_page`` tasks, which step of the research failed: whether
   the searches named both entities (the second name is copied from further back), whether both evidence
-  pages were read, and whether the answer was right when they were.
+  pages were read, whether the last turn states each page's value (when the agent writes them out) and whether
+  the answer was right when both pages were read.
 - **planning**: on world ``hop2``/``hop3`` tasks, whether the searches name each hop's subject, first mentions
   in the chain's order (``in_order``, ``out_of_order``, ``skipped``). On real questions (no chain): whether a
   later query uses a name or number first seen in an observation, not in the question (``chained``).
@@ -193,6 +194,7 @@ class BehaviourRecord:
     entities_searched: int | None = None  # two-entity world tasks: entities whose name a query holds
     entities_read: int | None = None  # ... and whose evidence page was read
     correct: bool | None = None  # ... and whether the answer is a gold
+    values_stated: list[bool] | None = None  # ... and whether the last turn's text states each entity's value
 
     @property
     def tags(self) -> list[str]:
@@ -242,17 +244,20 @@ def behaviour_record(trajectory: Trajectory, task: TaskLabels | Any) -> Behaviou
     _reflection(record, calls, labels)
     record.plan = _plan(calls, labels, trajectory.question)
     if labels.type in TWO_ENTITY_TYPES and labels.chain:
-        _two_entity_steps(record, calls, labels, answer)
+        _two_entity_steps(record, calls, labels, answer, trajectory)
     return record
 
 
-def _two_entity_steps(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None) -> None:
+def _two_entity_steps(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None,
+                      trajectory: Trajectory) -> None:
     queries = [f" {normalize_answer(q)} " for c in calls if c.name == "web_search" for q in c.queries]
     read = {u for c in calls for u in c.read}
     record.entities_searched = sum(any(f" {normalize_answer(str(hop['subject']))} " in q for q in queries)
                                    for hop in labels.chain)
     record.entities_read = sum(any(u in read for u in hop.get("evidence_urls") or ()) for hop in labels.chain)
     record.correct = answer is not None and normalize_answer(answer) in {normalize_answer(g) for g in labels.golds}
+    last = re.sub(r"<[^>]*>", " ", trajectory.turns[-1].text) if trajectory.turns else ""  # tags glue words
+    record.values_stated = [_covers(last, str(hop.get("value", ""))) for hop in labels.chain]
 
 
 def _cross_check(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None,
@@ -391,6 +396,8 @@ def behaviour_rates(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> d
         "both_entities_searched": _rate(sum(r["entities_searched"] == 2 for r in two), len(two)),
         "both_pages_read": _rate(sum(r["entities_read"] == 2 for r in two), len(two)),
         "right_when_both_read": _rate(sum(r["correct"] for r in both_read), len(both_read)),
+        "first_value_stated": _rate(sum(r["values_stated"][0] for r in both_read), len(both_read)),
+        "second_value_stated": _rate(sum(r["values_stated"][1] for r in both_read), len(both_read)),
         "plan_chained": _rate(sum(r["plan"] == "chained" for r in real_plan), len(real_plan)),
         "judge_agreement": _rate(sum(r["judged_grounded"] == r["grounded"] for r in judged), len(judged)),
     }
