@@ -31,7 +31,8 @@ def test_slow_tools_compares_both_trainers_on_one_warm_start(load_bench, tiny_mo
         run = result[mode]
         assert [p["step"] for p in run["heldout_curve"]] == [1, 2]
         assert run["heldout_curve"][0]["elapsed_s"] <= run["heldout_curve"][1]["elapsed_s"] == run["wall_s"]
-        assert run["samples"] == 8 and run["samples_per_s"] == pytest.approx(8 / run["wall_s"], rel=0.15)  # wall_s is rounded to 0.1 s
+        assert run["samples"] == 8  # wall_s is rounded to 0.1 s, samples_per_s is not:
+        assert 8 / (run["wall_s"] + 0.05) <= run["samples_per_s"] <= 8 / max(run["wall_s"] - 0.05, 1e-9)
         assert 0 <= run["trainer_idle_share"] <= 1
         assert sum(run["staleness_histogram"].values()) >= run["samples"]
     assert result["speedup_samples_per_s"] == pytest.approx(

@@ -81,8 +81,9 @@ def test_the_training_callback_logs_each_sign_as_its_step_ends(tmp_path: Path, c
     from deepresearcher.train.grpo import RolloutStats, _trainer_callbacks
 
     run = RunDir(tmp_path / "run")
-    rollouts = SimpleNamespace(cfg=Config().train, latest=RolloutStats(), tokenizer=None)
-    metrics = next(c for c in _trainer_callbacks(rollouts, run, STEPS, False) if type(c).__name__ == "MetricsCallback")
+    rollouts = SimpleNamespace(latest=RolloutStats(), tokenizer=None)
+    cfg = Config().train.model_copy(update={"max_steps": STEPS})
+    metrics = next(c for c in _trainer_callbacks(rollouts, run, cfg, False) if type(c).__name__ == "MetricsCallback")
     with caplog.at_level("WARNING", logger="deepresearcher.train.grpo"):
         for record in _series(format_errors=lambda s: 0.008 + 0.004 * s):
             rollouts.latest = RolloutStats({k: v for k, v in record.items() if k not in ("step", "entropy")})

@@ -249,8 +249,8 @@ def train_async_grpo(
         args=async_args(config, run, report_to),
         train_dataset=datasets.Dataset.from_list([{"prompt": str(t["id"])} for t in tasks]),
         processing_class=tokenizer,
-        callbacks=[stats.callback(), *_trainer_callbacks(stats, run, cfg.max_steps, show_progress,  # type: ignore[arg-type]
-                                                         held_out_plain if held_out else None, cfg.eval_every)],
+        callbacks=[stats.callback(), *_trainer_callbacks(stats, run, cfg, show_progress,  # type: ignore[arg-type]
+                                                         held_out_plain if held_out else None)],
         rollout_worker=worker,
         weight_transfer=transfer,
     )

@@ -304,8 +304,10 @@ def log_to_trainer(trainer: Any, values: dict[str, float]) -> None:
 HeldOut = Callable[[Any, Any, int], dict[str, float]]
 
 
-def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show_progress: bool,
-                       held_out: HeldOut | None = None, eval_every: int = 0) -> list[Any]:
+def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, cfg: TrainConfig, show_progress: bool,
+                       held_out: HeldOut | None = None) -> list[Any]:
+    """The callbacks both trainers share: held-out evaluation every ``cfg.eval_every`` steps, one metrics line a
+    step (with collapse warnings, ``cfg.collapse``), checkpoint retention and progress."""
     from transformers import TrainerCallback
 
     class HeldOutCallback(TrainerCallback):
@@ -315,7 +317,7 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
         def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
             import torch
 
-            if held_out is None or not eval_every or state.global_step % eval_every:
+            if held_out is None or not cfg.eval_every or state.global_step % cfg.eval_every:
                 return
             was_training = model.training
             model.eval()
@@ -331,7 +333,7 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
 
         def __init__(self) -> None:
             self.step_start = self.train_start = time.perf_counter()
-            self.collapse = CollapseWatch(rollouts.cfg.collapse, read_metrics(run.metrics_path))
+            self.collapse = CollapseWatch(cfg.collapse, read_metrics(run.metrics_path))
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.train_start = time.perf_counter()
@@ -367,7 +369,7 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, max_steps: int, show
 
     callbacks: list[Any] = [HeldOutCallback(), MetricsCallback()]
     if show_progress:
-        callbacks.append(_rich_progress(rollouts, max_steps))
+        callbacks.append(_rich_progress(rollouts, cfg.max_steps))
     return callbacks
 
 
@@ -510,7 +512,7 @@ def train_grpo(
         train_dataset=dataset,
         processing_class=tokenizer,
         rollout_func=rollouts,
-        callbacks=_trainer_callbacks(rollouts, run, cfg.max_steps, show_progress, held_out, cfg.eval_every),
+        callbacks=_trainer_callbacks(rollouts, run, cfg, show_progress, held_out),
     )
     trainer.remove_callback(PrinterCallback)  # our metrics callback and progress bar replace its dict dumps
     start = time.perf_counter()
