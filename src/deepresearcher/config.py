@@ -872,7 +872,8 @@ class TrainConfig(Section):
     eval_tasks: int = Field(1000, ge=1, description="Held-out tasks evaluated (from `eval_data`; the quickstart's before and after RL) at most.")
     eval_every: int = Field(
         0, ge=0,
-        description="`train`: evaluate the held-out tasks (`eval_data`) with the live policy every N optimizer steps "
+        description="`train`: evaluate the held-out tasks (`eval_data`; unset on a world run: the world's held-out "
+        "tasks) with the live policy every N optimizer steps "
         "(`heldout_f1`, `heldout_success`, ... in that step's metrics line; rows in eval_step_<n>.jsonl). 0: only "
         "after training.",
     )

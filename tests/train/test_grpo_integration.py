@@ -91,3 +91,21 @@ def test_two_steps_then_resume_matches_uninterrupted_run(tiny_model_dir: Path, t
     straight = _run(_config(cache, runs, "straight", 3), tiny_model_dir)
     assert _sampled_ids(resumed, 3) == _sampled_ids(straight, 3)
     assert _sampled_tokens(resumed, 3) == _sampled_tokens(straight, 3)
+
+
+@pytest.mark.timeout(180)
+def test_eval_every_on_a_world_evaluates_the_worlds_held_out_tasks_without_naming_them(
+        tiny_model_dir: Path, tmp_path: Path) -> None:
+    """`train.eval_every` alone turns on held-out evaluation: on a world run its default held-out set is the
+    world's test tasks (`train.eval_data` unset), evaluated live at the step and after training."""
+    from deepresearcher.train.pipeline import run_grpo
+
+    config = _config(tmp_path / "cache", tmp_path / "runs", "every", 1)
+    config = config.model_copy(update={"train": config.train.model_copy(
+        update={"eval_every": 1, "eval_tasks": 3, "eval_per_type": 0})})
+    assert config.train.eval_data is None
+    result = run_grpo(config, model=tiny_model_dir, show_progress=False)
+    (metrics,) = read_metrics(result.run_dir / "metrics.jsonl")
+    assert "heldout_f1" in metrics
+    rows = (result.run_dir / "eval_after_grpo.jsonl").read_text().splitlines()
+    assert len(rows) == 3 and (result.run_dir / "eval_step_00001.jsonl").is_file()

@@ -110,7 +110,8 @@ def run_grpo(
     rewarded by the one scorer; returns the ``TrainResult``.
 
     The run directory gets the prompts (``tasks.jsonl``: id, source, question, answers) and, when
-    ``train.eval_data`` is set, the held-out evaluation of the live policy every ``train.eval_every`` steps
+    ``train.eval_data`` or ``train.eval_every`` is set, the held-out evaluation (``train.eval_data``, by default
+    the world's held-out tasks when training on the world) of the live policy every ``train.eval_every`` steps
     (``heldout_*`` and ``heldout_behaviour/*`` in metrics.jsonl, ``eval_step_<n>.jsonl``) and of the final one
     (``eval_after_grpo.jsonl``, ``heldout.json`` and ``heldout_behaviours.json`` by source); the quickstart, which passes its own ``rollouts``, evaluates itself.
     """
@@ -125,7 +126,8 @@ def run_grpo(
     if tasks is None or rollouts is None:  # the run's own tasks, or the environments to open for the given ones
         sets = task_sets(config)
     prompts = tasks if tasks is not None else sets.grpo if sets is not None else []
-    held_out = sets.test if rollouts is None and config.train.eval_data and sets is not None else []
+    wants_held_out = config.train.eval_data is not None or config.train.eval_every > 0
+    held_out = sets.test if rollouts is None and wants_held_out and sets is not None else []
     run = RunDir(config.train.runs_dir / config.train.run_name)
     run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "golds") if k in t}
                                     for t in prompts))
