@@ -32,7 +32,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train import precision
-from deepresearcher.train.grpo import HeldOut, RolloutStats, TrainResult, _trainer_callbacks, step_shape
+from deepresearcher.train.grpo import HeldOut, RolloutStats, TrainResult, _trainer_callbacks, step_shape, trainer_arguments
 from deepresearcher.train.run_dir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -61,36 +61,12 @@ def async_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
         raise ConfigError("train.async_grpo runs its rollout worker in the training process, so on one process "
                           "only; unset WORLD_SIZE, or train on several GPUs with TRL's vLLM worker (bench/gpu_check.sh).")
     return AsyncGRPOConfig(
-        output_dir=str(run.checkpoints_dir),
-        num_generations=cfg.group_size,
-        per_device_train_batch_size=cfg.micro_batch_size,
-        gradient_accumulation_steps=shape.micro_batches_per_process,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
-        warmup_steps=cfg.warmup_steps,
-        weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
-        activation_checkpointing=cfg.gradient_checkpointing,
-        epsilon=cfg.clip_ratio,
-        temperature=config.agent.temperature,
-        max_completion_length=config.agent.context_budget,
+        **trainer_arguments(config, run, report_to),
         token_budget=0,  # micro-batches of micro_batch_size samples (a budget would ask a vLLM server for it)
         vllm_server_base_url=cfg.async_grpo.vllm_server_url,
         max_staleness=cfg.async_grpo.max_staleness,
         max_inflight_tasks=inflight_groups(config) * cfg.group_size,
         weight_sync_steps=1,
-        bf16=cfg.bf16,
-        seed=cfg.seed,
-        save_strategy="steps",
-        save_steps=cfg.save_every,
-        save_total_limit=cfg.keep_checkpoints,
-        logging_steps=1,
-        report_to=report_to,
-        disable_tqdm=True,
-        use_cpu=not precision.cuda_available(),
-        dataloader_num_workers=0,
-        log_completions=False,
     )
 
 

@@ -102,13 +102,11 @@ def step_shape(cfg: TrainConfig, processes: int | None = None) -> StepShape:
     return shape
 
 
-def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
-    """The ``GRPOConfig`` that implements our ``TrainConfig`` (the paper's knobs mapped onto TRL's names)."""
-    from trl import GRPOConfig
-
+def trainer_arguments(config: Config, run: RunDir, report_to: list[str]) -> dict[str, Any]:
+    """The ``TrainingArguments`` both TRL trainers (``GRPOConfig``, ``AsyncGRPOConfig``) take from our config."""
     cfg = config.train
     shape = step_shape(cfg)
-    args = GRPOConfig(
+    return dict(
         output_dir=str(run.checkpoints_dir),
         num_generations=cfg.group_size,
         per_device_train_batch_size=cfg.micro_batch_size,
@@ -121,18 +119,10 @@ def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
         max_grad_norm=cfg.max_grad_norm,
         activation_checkpointing=cfg.gradient_checkpointing,  # TRL's own default is on: a third more compute
         epsilon=cfg.clip_ratio,
-        beta=cfg.kl_coef,
-        entropy_coef=cfg.entropy_coef,
-        loss_type="dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
-        scale_rewards="group",
         temperature=config.agent.temperature,
         max_completion_length=config.agent.context_budget,
-        mask_truncated_completions=False,
-        use_vllm=cfg.use_vllm,
-        vllm_mode=cfg.vllm_mode,
         bf16=cfg.bf16,
         seed=cfg.seed,
-        data_seed=cfg.seed,
         save_strategy="steps",
         save_steps=cfg.save_every,
         save_total_limit=cfg.keep_checkpoints,
@@ -141,8 +131,27 @@ def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
         disable_tqdm=True,
         use_cpu=not precision.cuda_available(),
         dataloader_num_workers=0,
-        remove_unused_columns=False,
         log_completions=False,
+    )
+
+
+def grpo_args(config: Config, run: RunDir, report_to: list[str]) -> Any:
+    """The ``GRPOConfig`` that implements our ``TrainConfig`` (the paper's knobs mapped onto TRL's names)."""
+    from trl import GRPOConfig
+
+    cfg = config.train
+    shape = step_shape(cfg)
+    args = GRPOConfig(
+        **trainer_arguments(config, run, report_to),
+        beta=cfg.kl_coef,
+        entropy_coef=cfg.entropy_coef,
+        loss_type="dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
+        scale_rewards="group",
+        mask_truncated_completions=False,
+        use_vllm=cfg.use_vllm,
+        vllm_mode=cfg.vllm_mode,
+        data_seed=cfg.seed,
+        remove_unused_columns=False,
     )
     if args.world_size != shape.processes or args.generation_batch_size != shape.rollouts:
         raise ConfigError(
