@@ -32,7 +32,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train import precision
-from deepresearcher.train.grpo import HeldOut, RolloutStats, TrainResult, _trainer_callbacks, step_shape, trainer_arguments
+from deepresearcher.train.grpo import HeldOut, RolloutStats, TrainResult, _trainer_callbacks, open_run, step_shape, trainer_arguments
 from deepresearcher.train.run_dir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -192,15 +192,7 @@ def train_async_grpo(
         logger.warning("train.async_grpo: TRL's AsyncGRPOTrainer has no reference model and no entropy bonus; "
                        "train.kl_coef=%g and train.entropy_coef=%g are not applied.", cfg.kl_coef, cfg.entropy_coef)
     enable_cpu()
-    run = RunDir(cfg.runs_dir / cfg.run_name)
-    checkpoint = run.latest_checkpoint() if resume else None
-    if resume and checkpoint is None:
-        raise ConfigError(f"--resume: no checkpoint under {run.checkpoints_dir}; start the run without --resume.")
-    if checkpoint is not None:
-        run.truncate_metrics_after(int(checkpoint.name.split("-")[-1]))
-    elif run.metrics_path.exists():
-        run.metrics_path.unlink()
-    run.write_config(config)
+    run, checkpoint = open_run(config, resume)
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -470,6 +470,22 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     }
 
 
+def open_run(config: Config, resume: bool) -> tuple[RunDir, Path | None]:
+    """The run directory with the config written, and the checkpoint to resume from (None for a fresh run, whose
+    metrics file starts empty; a resumed run keeps the metrics up to its checkpoint)."""
+    cfg = config.train
+    run = RunDir(cfg.runs_dir / cfg.run_name)
+    checkpoint = run.latest_checkpoint() if resume else None
+    if resume and checkpoint is None:
+        raise ConfigError(f"--resume: no checkpoint under {run.checkpoints_dir}; start the run without --resume.")
+    if checkpoint is not None:
+        run.truncate_metrics_after(int(checkpoint.name.split("-")[-1]))
+    elif run.metrics_path.exists():
+        run.metrics_path.unlink()
+    run.write_config(config)
+    return run, checkpoint
+
+
 def train_grpo(
     config: Config,
     model_path: str | Path,
@@ -495,15 +511,7 @@ def train_grpo(
     cfg = config.train
     if cfg.max_steps < 1:
         raise ConfigError("train.max_steps is 0: set it to the number of GRPO optimizer steps (e.g. --set train.max_steps=50).")
-    run = RunDir(cfg.runs_dir / cfg.run_name)
-    checkpoint = run.latest_checkpoint() if resume else None
-    if resume and checkpoint is None:
-        raise ConfigError(f"--resume: no checkpoint under {run.checkpoints_dir}; start the run without --resume.")
-    if checkpoint is not None:
-        run.truncate_metrics_after(int(checkpoint.name.split("-")[-1]))
-    elif run.metrics_path.exists():
-        run.metrics_path.unlink()  # a fresh run starts a fresh metrics file
-    run.write_config(config)
+    run, checkpoint = open_run(config, resume)
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
