@@ -834,6 +834,12 @@ class TrainConfig(Section):
         "at most `eval_tasks` of them, never trained on. Null: the world's held-out tasks when `data` is the "
         "world, none otherwise.",
     )
+    prompt_mix: Literal["natural", "balanced"] = Field(
+        "natural",
+        description="Order of a world's GRPO prompts by task type: natural (the world's mix: 1.3% unanswerable, "
+        "5% comparison) or balanced (one type after another, the rarer types' tasks repeated as needed), so a "
+        "long run keeps training the rare types it would otherwise drift away from.",
+    )
     group_size: int = Field(16, ge=2, description="Rollouts per prompt (GRPO group); advantages are relative to the group.")
     prompts_per_step: int = Field(256, ge=1, description="Prompts per optimizer step (rollouts = prompts x group_size).")
     micro_batch_size: int = Field(
@@ -841,7 +847,12 @@ class TrainConfig(Section):
     )
     max_steps: int = Field(100, ge=0, description="Optimizer steps of the run. 0 in the quickstart: stop after SFT "
                            "and its evaluation.")
-    learning_rate: float = Field(1e-6, gt=0, description="AdamW learning rate (constant after warmup).")
+    learning_rate: float = Field(1e-6, gt=0, description="Peak AdamW learning rate (after warmup; see `lr_schedule`).")
+    lr_schedule: Literal["constant", "cosine", "linear"] = Field(
+        "constant",
+        description="Learning rate after warmup: constant (the paper), or decayed to 0 at `max_steps` along a "
+        "cosine or a line (a long run's late steps then move the policy less: docs/train.md, 200 GRPO steps).",
+    )
     warmup_steps: int = Field(0, ge=0, description="Linear learning-rate warmup steps.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")

@@ -109,3 +109,22 @@ def test_eval_every_on_a_world_evaluates_the_worlds_held_out_tasks_without_namin
     assert "heldout_f1" in metrics
     rows = (result.run_dir / "eval_after_grpo.jsonl").read_text().splitlines()
     assert len(rows) == 3 and (result.run_dir / "eval_step_00001.jsonl").is_file()
+
+
+@pytest.mark.parametrize(("schedule", "last_lr"), [("constant", 1e-3), ("cosine", 0.0), ("linear", 0.0)])
+def test_lr_schedule_reaches_transformers_scheduler(tmp_path: Path, schedule: str, last_lr: float) -> None:
+    """The schedule TRL builds from our arguments: constant stays at the peak, the decays end at 0 at max_steps."""
+    from transformers import get_scheduler
+
+    from deepresearcher.train.grpo import trainer_arguments
+    from deepresearcher.train.run_dir import RunDir
+
+    config = load_config(None, [f"train.runs_dir={tmp_path}", "train.max_steps=10", "train.learning_rate=1e-3",
+                                f"train.lr_schedule={schedule}", "train.prompts_per_step=1", "train.group_size=8"])
+    args = trainer_arguments(config, RunDir(tmp_path / "run"), [])
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=args["learning_rate"])
+    scheduler = get_scheduler(args["lr_scheduler_type"], optimizer, num_warmup_steps=0, num_training_steps=10)
+    for _ in range(10):
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr()[0] == pytest.approx(last_lr, abs=1e-9)

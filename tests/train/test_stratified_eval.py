@@ -11,7 +11,7 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.train.heldout import ALL, TYPE_MEAN, EvalResult, paired_gain, paired_gain_by_type
-from deepresearcher.train.stratify import per_type_quota, stratify
+from deepresearcher.train.stratify import balanced_cycle, per_type_quota, stratify
 from deepresearcher.train.tasks import held_out_seed, pooled_world_seeds, task_sets
 from deepresearcher.world import load_manifest, load_tasks
 
@@ -146,3 +146,24 @@ def test_the_run_report_shows_the_final_held_out_evaluation_with_standard_errors
     assert [r["type"] for r in rows] == ["hop1", "two_page", TYPE_MEAN, ALL] and rows[0]["f1_se"] == pytest.approx(0.2887, abs=1e-4)
     page = write_report(run, tables=heldout_tables(run)).read_text()
     assert "<th>f1_se</th>" in page and "<td>0.289</td>" in page and "each task type weighs the same" in page
+
+
+def test_balanced_cycle_gives_every_type_the_same_share_and_repeats_the_rare_ones() -> None:
+    tasks = [{"id": f"{kind}{i}", "type": kind} for kind, n in (("a", 12), ("b", 2), ("c", 7)) for i in range(n)]
+    picked = balanced_cycle(tasks)
+    assert len(picked) == len(tasks)
+    assert Counter(t["type"] for t in picked) == {"a": 7, "b": 7, "c": 7}
+    assert [t["id"] for t in picked[:9]] == ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b0", "c2"]
+
+
+def test_balanced_prompt_mix_trains_the_rare_types_as_often_as_the_common_ones(tmp_path: Path) -> None:
+    natural = task_sets(load_config(None, _base(tmp_path)))
+    balanced = task_sets(load_config(None, _base(tmp_path, "train.prompt_mix=balanced")))
+    assert natural.sft == balanced.sft, "the mix changes GRPO's prompts only"
+    assert len(balanced.grpo) == len(natural.grpo)
+    natural_counts = Counter(t["type"] for t in natural.grpo)
+    counts = Counter(t["type"] for t in balanced.grpo)
+    assert natural_counts["unanswerable"] * 3 < natural_counts["hop1"], "the tiny world's mix is skewed"
+    assert max(counts.values()) - min(counts.values()) <= 1 and set(counts) == set(natural_counts)
+    assert len({t["id"] for t in balanced.grpo}) == len(balanced.grpo), "repeated tasks get their own ids"
+    assert {t["id"].split("#")[0] for t in balanced.grpo} <= {t["id"] for t in natural.grpo}

@@ -37,6 +37,9 @@ from deepresearcher.train.run_dir import RunDir, read_metrics
 
 logger = logging.getLogger(__name__)
 
+# ``train.lr_schedule`` -> transformers' scheduler name (warmup, then constant or decay to 0 at max_steps).
+LR_SCHEDULER_TYPES = {"constant": "constant_with_warmup", "cosine": "cosine", "linear": "linear"}
+
 # (tasks, model, tokenizer, step=...) -> one trajectory per task, in order; see ``train.rollout.Rollouts.collect``.
 Collector = Callable[..., list[Trajectory]]
 
@@ -113,7 +116,7 @@ def trainer_arguments(config: Config, run: RunDir, report_to: list[str]) -> dict
         gradient_accumulation_steps=shape.micro_batches_per_process,
         max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
+        lr_scheduler_type=LR_SCHEDULER_TYPES[cfg.lr_schedule],
         warmup_steps=cfg.warmup_steps,
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,

@@ -41,3 +41,14 @@ def stratify(tasks: list[dict[str, Any]], quota: int) -> list[dict[str, Any]]:
             group.append(task)
     groups = [by_type[kind] for kind in sorted(by_type)]
     return [group[i] for i in range(quota) for group in groups if i < len(group)]
+
+
+def balanced_cycle(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """As many tasks as ``tasks``, one type after the other (types by name), each type's tasks in their given
+    (shuffled) order and started over when they run out: GRPO prompts with every type as frequent
+    (``train.prompt_mix: balanced``). A rare type's tasks recur, as every prompt does over epochs."""
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        by_type.setdefault(task.get("type", "task"), []).append(task)
+    groups = [by_type[kind] for kind in sorted(by_type)]
+    return [groups[i % len(groups)][(i // len(groups)) % len(groups[i % len(groups)])] for i in range(len(tasks))]

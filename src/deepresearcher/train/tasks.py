@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from deepresearcher.config import Config, DataSource
 from deepresearcher.errors import ConfigError, DataError
-from deepresearcher.train.stratify import per_type_quota, short_types, stratify
+from deepresearcher.train.stratify import balanced_cycle, per_type_quota, short_types, stratify
 
 logger = logging.getLogger(__name__)
 
@@ -306,6 +306,8 @@ def task_sets(config: Config) -> TaskSets:
         train = build.world_train(worlds[0])
         random.Random(cfg.seed).shuffle(train)
         sft, rest = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :] or train
+        if cfg.prompt_mix == "balanced":
+            rest = balanced_cycle(rest)
         pools.append(rest)
         ratios.append(worlds[0].ratio)
     others = [s for s in cfg.data if s.kind != "world"]
