@@ -46,9 +46,20 @@ def stratify(tasks: list[dict[str, Any]], quota: int) -> list[dict[str, Any]]:
 def balanced_cycle(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """As many tasks as ``tasks``, one type after the other (types by name), each type's tasks in their given
     (shuffled) order and started over when they run out: GRPO prompts with every type as frequent
-    (``train.prompt_mix: balanced``). A rare type's tasks recur, as every prompt does over epochs."""
+    (``train.prompt_mix: balanced``). A rare type's tasks recur, as every prompt does over epochs; each task
+    carries ``repeat`` (0 the first time), so what fits on training tasks counts each one once."""
     by_type: dict[str, list[dict[str, Any]]] = {}
     for task in tasks:
         by_type.setdefault(task.get("type", "task"), []).append(task)
     groups = [by_type[kind] for kind in sorted(by_type)]
-    return [groups[i % len(groups)][(i // len(groups)) % len(groups[i % len(groups)])] for i in range(len(tasks))]
+    picked = []
+    for i in range(len(tasks)):
+        group, turn = groups[i % len(groups)], i // len(groups)
+        picked.append({**group[turn % len(group)], "repeat": turn // len(group)})
+    return picked
+
+
+def first_occurrences(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks without the recurrences :func:`balanced_cycle` added: the no-tools baselines fit on each
+    training task once (a recurring task would sit in both halves of their cross-fitting)."""
+    return [task for task in tasks if not task.get("repeat")]
