@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -155,3 +156,29 @@ def test_run_driving_hands_back_the_coroutines_error(checkpoint):
         assert generator.run_driving(loop, asyncio.sleep(0, result="still usable")) == "still usable"
     finally:
         loop.close()
+
+
+async def test_a_request_arriving_while_a_failure_is_handled_is_failed_not_stranded(generator, monkeypatch):
+    """A request enqueued after the failed batch's rows were answered, but before the decode thread exits,
+    gets the error too: it never waits forever on a thread that is gone (seen as a hang under load)."""
+    from deepresearcher.inference import engine as engine_module
+
+    loop = asyncio.get_running_loop()
+    late: list[asyncio.Future] = []
+    deliver = engine_module._Row.deliver
+
+    def enqueue_then_deliver(row, result):
+        if isinstance(result, BaseException) and not late:  # on the decode thread, inside its failure path
+            late.append(asyncio.run_coroutine_threadsafe(
+                generator.generate(prompts(generator)[0], SamplingParams(max_tokens=3)), loop))
+            deadline = time.monotonic() + 10
+            while generator._pending.empty() and time.monotonic() < deadline:
+                time.sleep(0.001)
+        deliver(row, result)
+
+    monkeypatch.setattr(engine_module._Row, "deliver", enqueue_then_deliver)
+    with pytest.raises(GenerationError):
+        await generator.generate([len(generator.tokenizer) + 10_000], SamplingParams(max_tokens=3))
+    with pytest.raises(GenerationError):
+        await asyncio.wait_for(asyncio.wrap_future(late[0]), timeout=30)
+    await generator.aclose()

@@ -311,10 +311,12 @@ class LocalEngine:
         except Exception as exc:  # a model failure fails every waiting request, loudly
             logger.exception("local generation failed")
             error = GenerationError(f"local generation failed: {exc!r}")
-            for row in (batch.rows if batch else []) + newcomers + self._take_pending(1 << 30):
+            for row in (batch.rows if batch else []) + newcomers:
                 row.deliver(error)  # rows already answered are skipped
-            if not driven:
-                with self._state:
+            with self._state:  # generate() enqueues under this lock: no request lands between drain and exit
+                for row in self._take_pending(1 << 30):
+                    row.deliver(error)
+                if not driven:
                     self._thread = None
 
     def _sample(self, logits: Any, rows: list[_Row]) -> tuple[Any, Any]:
