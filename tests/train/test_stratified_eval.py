@@ -11,7 +11,7 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.train.heldout import ALL, TYPE_MEAN, EvalResult, paired_gain, paired_gain_by_type
-from deepresearcher.train.stratify import balanced_cycle, first_occurrences, per_type_quota, stratify
+from deepresearcher.train.stratify import balanced_cycle, per_type_quota, stratify
 from deepresearcher.train.tasks import held_out_seed, pooled_world_seeds, task_sets
 from deepresearcher.world import load_manifest, load_tasks
 
@@ -155,8 +155,18 @@ def test_balanced_cycle_gives_every_type_the_same_share_and_repeats_the_rare_one
     assert Counter(t["type"] for t in picked) == {"a": 7, "b": 7, "c": 7}
     assert [t["id"] for t in picked[:9]] == ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b0", "c2"]
     assert [t["repeat"] for t in picked[:9]] == [0, 0, 0, 0, 0, 0, 0, 1, 0]
-    assert sorted(t["id"] for t in first_occurrences(picked)) == sorted(
-        f"{kind}{i}" for kind, n in (("a", 7), ("b", 2), ("c", 7)) for i in range(n))
+    firsts = [t for t in picked if not t["repeat"]]
+    assert sorted(t["id"] for t in firsts) == sorted(f"{kind}{i}" for kind, n in (("a", 7), ("b", 2), ("c", 7)) for i in range(n))
+
+
+def test_baselines_fit_a_repeated_task_once() -> None:
+    """Repeats of a balanced prompt order would count a task twice and land in both cross-fitting halves."""
+    from deepresearcher.eval.baselines import fit_baselines
+
+    tasks = [{"id": f"t{i}", "type": "hop1", "golds": ["x" if i < 3 else "y"], "chain": []} for i in range(4)]
+    repeats = [{**tasks[3], "id": f"t3#{k}", "repeat": k} for k in range(1, 6)]
+    assert fit_baselines(tasks + repeats).guesses == fit_baselines(tasks).guesses
+    assert fit_baselines(tasks + [{**r, "repeat": 0} for r in repeats]).guesses != fit_baselines(tasks).guesses
 
 
 def test_balanced_prompt_mix_trains_the_rare_types_as_often_as_the_common_ones(tmp_path: Path) -> None:

@@ -167,8 +167,11 @@ def _fit_guesses(tasks: list[GuessTask]) -> dict[str, dict[str, Guess]]:
 
 
 def fit_baselines(train_tasks: Iterable[Task | dict[str, Any]]) -> Baselines:
-    """Fit every baseline on ``train_tasks`` (never on evaluated tasks) and choose ``best`` per type."""
-    views = [GuessTask.of(t) for t in train_tasks]
+    """Fit every baseline on ``train_tasks`` (never on evaluated tasks) and choose ``best`` per type.
+
+    A task that a balanced GRPO prompt order repeats (``repeat`` > 0, ``train.stratify.balanced_cycle``) counts
+    once: a recurrence would otherwise sit in both halves of the cross-fitting."""
+    views = [GuessTask.of(t) for t in train_tasks if not (isinstance(t, dict) and t.get("repeat"))]
     if not views:
         raise ValueError("no training tasks to fit the no-tools baselines on")
     halves: tuple[list[GuessTask], list[GuessTask]] = ([], [])

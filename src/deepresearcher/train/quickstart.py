@@ -25,7 +25,6 @@ from typing import Any
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.heldout import TYPE_MEAN, EvalResult, evaluate, paired_gain, paired_gain_by_type
-from deepresearcher.train.stratify import first_occurrences
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +179,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"tasks, each task weighing the same{type_gain}; format-error rate "
             f"{after_sft.by_type()['all']['format_errors']:.3f} after SFT, "
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
-    summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + first_occurrences(sets.grpo),
+    summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
                                       test_tasks=test_tasks, timings=timings, calibrations=calibrations,
                                       notes=notes, say=say, oracle_behaviours=oracle_behaviours)
     return summary

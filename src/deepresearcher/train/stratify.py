@@ -58,8 +58,3 @@ def balanced_cycle(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         picked.append({**group[turn % len(group)], "repeat": turn // len(group)})
     return picked
 
-
-def first_occurrences(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tasks without the recurrences :func:`balanced_cycle` added: the no-tools baselines fit on each
-    training task once (a recurring task would sit in both halves of their cross-fitting)."""
-    return [task for task in tasks if not task.get("repeat")]
