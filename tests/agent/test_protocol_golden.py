@@ -53,7 +53,11 @@ def original_code(reference_method) -> tuple[Any, Any]:
 
 
 def _recorded(name: str) -> dict[str, Any]:
-    (turn,) = json.loads((REFERENCE / "signal" / name).read_text(encoding="utf-8"))
+    """A recorded tool turn of the original; empty when the reference is absent (the module's tests skip then)."""
+    path = REFERENCE / "signal" / name
+    if not path.is_file():
+        return {}
+    (turn,) = json.loads(path.read_text(encoding="utf-8"))
     return turn
 
 
