@@ -643,6 +643,12 @@ class SFTConfig(Section):
         "thought states both values before the answer. `noted`: as `searches_first`, and the thought before the "
         "second page notes the first page's value. Measured on the quickstart in docs/train.md, Two-entity tasks.",
     )
+    task_mix: Literal["natural", "balanced"] = Field(
+        "natural",
+        description="Task types of the world's SFT tasks: natural (the world's mix: 5% comparison, 1.3% "
+        "unanswerable) or balanced (as many of each type; a rare type gives at most half its tasks, which recur "
+        "as demonstrations, and the rest stay GRPO prompts).",
+    )
     seed: int = Field(0, description="Seed of task sampling, batch order and which episodes are snippet-only.")
     min_f1: float | None = Field(
         None, ge=0, le=1,

@@ -11,7 +11,7 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.train.heldout import ALL, TYPE_MEAN, EvalResult, paired_gain, paired_gain_by_type
-from deepresearcher.train.stratify import balanced_cycle, per_type_quota, stratify
+from deepresearcher.train.stratify import balanced_cycle, balanced_split, per_type_quota, stratify
 from deepresearcher.train.tasks import held_out_seed, pooled_world_seeds, task_sets
 from deepresearcher.world import load_manifest, load_tasks
 
@@ -180,3 +180,38 @@ def test_balanced_prompt_mix_trains_the_rare_types_as_often_as_the_common_ones(t
     assert max(counts.values()) - min(counts.values()) <= 1 and set(counts) == set(natural_counts)
     assert len({t["id"] for t in balanced.grpo}) == len(balanced.grpo), "repeated tasks get their own ids"
     assert {t["id"].split("#")[0] for t in balanced.grpo} <= {t["id"] for t in natural.grpo}
+
+
+def test_balanced_split_gives_sft_every_type_equally_and_leaves_half_of_a_rare_type_to_grpo() -> None:
+    tasks = [{"id": f"{kind}{i}", "type": kind} for kind, n in (("a", 30), ("b", 4), ("c", 9)) for i in range(n)]
+    sft, rest = balanced_split(tasks, 12)
+    assert Counter(t["type"] for t in sft) == {"a": 4, "b": 4, "c": 4}
+    assert sorted(t["id"] for t in sft if not t["repeat"]) == ["a0", "a1", "a2", "a3", "b0", "b1", "c0", "c1", "c2", "c3"]
+    assert [t["id"] for t in sft if t["type"] == "b"] == ["b0", "b1", "b0", "b1"], "a rare type's demonstrations recur"
+    assert Counter(t["type"] for t in rest) == {"a": 26, "b": 2, "c": 5}
+    assert not {t["id"] for t in sft} & {t["id"] for t in rest}
+    assert [t["id"] for t in rest] == [t["id"] for t in tasks if t["id"] not in {s["id"] for s in sft}], "GRPO keeps the order"
+
+
+def test_balanced_sft_mix_demonstrates_the_rare_types_and_never_shares_a_task_with_grpo(tmp_path: Path) -> None:
+    natural = task_sets(load_config(None, _base(tmp_path, "train.sft.num_tasks=70")))
+    balanced = task_sets(load_config(None, _base(tmp_path, "train.sft.num_tasks=70", "train.sft.task_mix=balanced")))
+    natural_counts, counts = Counter(t["type"] for t in natural.sft), Counter(t["type"] for t in balanced.sft)
+    assert natural_counts["unanswerable"] * 3 < natural_counts["hop1"], "the tiny world's mix is skewed"
+    assert len(balanced.sft) == 70 and max(counts.values()) - min(counts.values()) <= 1
+    sft_ids = {t["id"] for t in balanced.sft}
+    assert not sft_ids & {t["id"] for t in balanced.grpo}
+    assert {t["type"] for t in balanced.grpo} == set(counts), "every type is still among GRPO's prompts"
+    assert balanced.test == natural.test
+    repeated = [t for t in balanced.sft if t["repeat"]][:3]
+    firsts = [next(s for s in balanced.sft if s["id"] == t["id"] and not s["repeat"]) for t in repeated]
+    assert repeated, "the tiny worlds' rare types recur among 70 balanced demonstrations"
+    from deepresearcher.train.rollout import Rollouts
+
+    rollouts = Rollouts(load_config(None, _base(tmp_path)), world_dirs=balanced.environments)
+    try:  # a repeated task is a demonstration like its first occurrence
+        episodes = rollouts.oracle_episodes(firsts + repeated)
+    finally:
+        rollouts.close()
+    assert [e.answer for e in episodes[: len(firsts)]] == [e.answer for e in episodes[len(firsts):]]
+    assert all(e.answer for e in episodes)

@@ -26,6 +26,11 @@ from deepresearcher.reward import score_rollout
 
 logger = logging.getLogger(__name__)
 
+# What a run adds to a world task's dict: the environment that answers it (``train.tasks``) and how often a
+# balanced order repeated it (``train.stratify.balanced_cycle``); not fields of ``world.Task``.
+RUN_KEYS = frozenset({"world", "repeat"})
+
+
 def task_dict(task: Any) -> dict[str, Any]:
     """A world ``Task`` (or a dict) as the plain dict the trainer keys by id."""
     if isinstance(task, dict):
@@ -139,7 +144,7 @@ class Rollouts:
                 OracleResearcher(ToolBox(self.envs[t.get("world", 0)], self.config), use_browse=browse,
                                  terse=self.config.train.compact_prompt,
                                  two_entity_order=self.config.train.sft.two_entity_order)
-                .run(Task.from_dict({k: v for k, v in t.items() if k != "world"}))
+                .run(Task.from_dict({k: v for k, v in t.items() if k not in RUN_KEYS}))
                 for t, browse in zip(tasks, browses, strict=True)
             )))
 

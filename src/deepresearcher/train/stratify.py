@@ -43,18 +43,36 @@ def stratify(tasks: list[dict[str, Any]], quota: int) -> list[dict[str, Any]]:
     return [group[i] for i in range(quota) for group in groups if i < len(group)]
 
 
-def balanced_cycle(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """As many tasks as ``tasks``, one type after the other (types by name), each type's tasks in their given
-    (shuffled) order and started over when they run out: GRPO prompts with every type as frequent
-    (``train.prompt_mix: balanced``). A rare type's tasks recur, as every prompt does over epochs; each task
-    carries ``repeat`` (0 the first time), so what fits on training tasks counts each one once."""
-    by_type: dict[str, list[dict[str, Any]]] = {}
+def _by_type(tasks: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The tasks grouped by type, types by name, each group in the tasks' given order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
     for task in tasks:
-        by_type.setdefault(task.get("type", "task"), []).append(task)
-    groups = [by_type[kind] for kind in sorted(by_type)]
+        groups.setdefault(task.get("type", "task"), []).append(task)
+    return {kind: groups[kind] for kind in sorted(groups)}
+
+
+def balanced_cycle(tasks: list[dict[str, Any]], length: int | None = None) -> list[dict[str, Any]]:
+    """``length`` tasks (default: as many as ``tasks``), one type after the other (types by name), each type's
+    tasks in their given (shuffled) order and started over when they run out: GRPO prompts with every type as
+    frequent (``train.prompt_mix: balanced``). A rare type's tasks recur, as every prompt does over epochs;
+    each task carries ``repeat`` (0 the first time), so what fits on training tasks counts each one once."""
+    groups = list(_by_type(tasks).values())
     picked = []
-    for i in range(len(tasks)):
+    for i in range(len(tasks) if length is None else length):
         group, turn = groups[i % len(groups)], i // len(groups)
         picked.append({**group[turn % len(group)], "repeat": turn // len(group)})
     return picked
 
+
+def balanced_split(tasks: list[dict[str, Any]], count: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``count`` SFT tasks with every type as frequent (``train.sft.task_mix: balanced``), and the tasks left for
+    GRPO in their given order.
+
+    A type gives SFT at most its share of ``count`` and at most half of its tasks, so a rare type (1.3% of a
+    world is ``unanswerable``) is still among GRPO's prompts; its demonstrations recur instead (``repeat``),
+    as a balanced GRPO order's prompts do."""
+    groups = _by_type(tasks)
+    share = math.ceil(count / max(len(groups), 1))
+    kept = {kind: group[: min(share, math.ceil(len(group) / 2))] for kind, group in groups.items()}
+    taken = {id(task) for group in kept.values() for task in group}
+    return balanced_cycle([t for group in kept.values() for t in group], count), [t for t in tasks if id(t) not in taken]

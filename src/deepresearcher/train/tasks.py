@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from deepresearcher.config import Config, DataSource
 from deepresearcher.errors import ConfigError, DataError
-from deepresearcher.train.stratify import balanced_cycle, per_type_quota, short_types, stratify
+from deepresearcher.train.stratify import balanced_cycle, balanced_split, per_type_quota, short_types, stratify
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +269,8 @@ def task_sets(config: Config) -> TaskSets:
     """Load, shuffle (seeded by ``train.seed``) and split the run's sources into SFT, GRPO and test tasks.
 
     World source: its tasks of every training world (split ``train.split``) are shuffled; the first
-    ``train.sft.num_tasks`` are the oracle's SFT tasks and the rest GRPO prompts. Other sources: their
+    ``train.sft.num_tasks`` are the oracle's SFT tasks (``train.sft.task_mix: balanced``: as many of each
+    type, ``balanced_split``) and the rest GRPO prompts (``train.prompt_mix``). Other sources: their
     questions, minus repeats and held-out questions, each shuffled with its own seed. Several sources are
     mixed at their ratios (:func:`mix_by_ratio`). Test tasks: ``train.eval_data`` (default: the world's
     ``train.eval_world`` split, or every split of the held-out dev or test world with several worlds), at most ``train.eval_tasks``.
@@ -305,7 +306,11 @@ def task_sets(config: Config) -> TaskSets:
     if worlds:
         train = build.world_train(worlds[0])
         random.Random(cfg.seed).shuffle(train)
-        sft, rest = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :] or train
+        if cfg.sft.task_mix == "balanced":
+            sft, rest = balanced_split(train, cfg.sft.num_tasks)
+        else:
+            sft, rest = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :]
+        rest = rest or train
         if cfg.prompt_mix == "balanced":
             rest = balanced_cycle(rest)
         pools.append(rest)
