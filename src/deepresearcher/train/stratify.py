@@ -34,12 +34,7 @@ def short_types(tasks: Iterable[dict[str, Any]], quota: int, types: Iterable[str
 def stratify(tasks: list[dict[str, Any]], quota: int) -> list[dict[str, Any]]:
     """The first ``quota`` tasks of each type in their given (shuffled) order, interleaved one type after the
     other (types by name), so that any cut of the list's head stays balanced too."""
-    by_type: dict[str, list[dict[str, Any]]] = {}
-    for task in tasks:
-        group = by_type.setdefault(task.get("type", "task"), [])
-        if len(group) < quota:
-            group.append(task)
-    groups = [by_type[kind] for kind in sorted(by_type)]
+    groups = [group[:quota] for group in _by_type(tasks).values()]
     return [group[i] for i in range(quota) for group in groups if i < len(group)]
 
 
