@@ -870,6 +870,12 @@ class TrainConfig(Section):
         description="token_mean: every policy token of the step weighs the same (the paper); sequence_mean: "
         "average within each rollout first (original GRPO).",
     )
+    drop_zero_signal_groups: bool = Field(
+        False,
+        description="Leave the rollouts of groups whose rewards are all equal (advantage 0: `zero_signal_share`) "
+        "out of the loss and its token count, so the groups with signal are not diluted by them (the filtering "
+        "half of DAPO's dynamic sampling, without re-sampling). False: the paper's loss.",
+    )
     seed: int = Field(0, description="Seed of data order, sampling and initialization; resume keeps the order.")
     save_every: int = Field(10, ge=1, description="Save a checkpoint every N optimizer steps (and at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept; older ones are deleted.")

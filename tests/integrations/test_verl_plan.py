@@ -137,6 +137,8 @@ def test_cluster_shapes_that_verl_would_reject_are_refused_with_a_fix(tmp_path: 
     assert "6 data-parallel ranks" in str(result.exception) and "change one of them" in str(result.exception)
     result = dry_run(tmp_path, "--set", "train.verl.sequence_parallel_size=3")
     assert isinstance(result.exception, ConfigError) and "must divide the 8 GPUs" in str(result.exception)
+    result = dry_run(tmp_path, "--set", "train.drop_zero_signal_groups=true")
+    assert isinstance(result.exception, ConfigError) and "TRL-engine option" in str(result.exception)
 
 
 def test_bad_verl_override_is_reported_by_name(shared_data_dir: Path, tmp_path: Path) -> None:

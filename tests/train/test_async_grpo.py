@@ -126,6 +126,24 @@ def test_group_samples_tag_version_and_align_logprobs_and_mask() -> None:
     assert a.metrics["f1"] == 1.0 and a.metrics["zero_signal_share"] == 0.0
 
 
+def test_group_samples_of_a_group_without_signal_train_on_nothing_when_dropped() -> None:
+    """``train.drop_zero_signal_groups``: a group whose rewards are all equal keeps its samples and metrics with an
+    all-zero completion mask; a group with signal keeps its mask either way."""
+    from deepresearcher.agent.trajectory import Segment, Trajectory
+
+    episode = Trajectory(task_id="t", question="q", segments=[
+        Segment(source="prompt", token_ids=[5]), Segment(source="policy", token_ids=[7, 8], logprobs=[-0.5, -0.25])])
+    same = [{"reward": 0.5, "f1": 0.5}] * 2
+    dropped = group_samples([episode, episode], same, group_id=1, model_version=0, eos_id=0, drop_zero_signal=True)
+    kept = group_samples([episode, episode], same, group_id=1, model_version=0, eos_id=0)
+    assert [s.completion_mask.tolist() for s in dropped] == [[0, 0, 0]] * 2
+    assert [s.completion_mask.tolist() for s in kept] == [[0, 1, 1]] * 2
+    assert dropped[0].metrics["zero_signal_share"] == 1.0
+    signal = group_samples([episode, episode], [{"reward": 1.0}, {"reward": 0.0}], group_id=2, model_version=0,
+                           eos_id=0, drop_zero_signal=True)
+    assert [s.completion_mask.tolist() for s in signal] == [[0, 1, 1]] * 2
+
+
 def test_trl_drops_samples_staler_than_max_staleness_and_the_histogram_counts_them() -> None:
     """TRL's own queue dataset over our queue: a sample more than ``max_staleness`` versions behind the trainer is
     dropped and counted; the histogram records every sample taken at the staleness TRL judged it by."""

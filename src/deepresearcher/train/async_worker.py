@@ -78,9 +78,12 @@ def prompt_stream(tasks: list[dict[str, Any]], seed: int, index: int) -> dict[st
 
 
 def group_samples(trajectories: list[Trajectory], scores: list[dict[str, float]], group_id: int,
-                  model_version: int, eos_id: int) -> list[Any]:
+                  model_version: int, eos_id: int, drop_zero_signal: bool = False) -> list[Any]:
     """One group's episodes as TRL ``RolloutSample``s, with group-relative advantages and per-sample metrics
-    (reward, F1, ... as metrics.jsonl names them; TRL's collator averages them over the samples it trains)."""
+    (reward, F1, ... as metrics.jsonl names them; TRL's collator averages them over the samples it trains).
+
+    ``drop_zero_signal`` (``train.drop_zero_signal_groups``): a group whose rewards are all equal keeps its
+    samples, and their metrics, with an all-zero completion mask, as the synchronous trainer sends them."""
     import numpy as np
     from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 
@@ -95,6 +98,8 @@ def group_samples(trajectories: list[Trajectory], scores: list[dict[str, float]]
         completion, mask, logprobs = t.completion_ids, t.completion_mask, t.completion_logprobs
         if not completion:  # said nothing: one masked EOS, as the synchronous trainer sends
             completion, mask, logprobs = [eos_id], [0], [0.0]
+        if drop_zero_signal and zero_signal:
+            mask = [0] * len(completion)
         if any(m and (lp is None or math.isnan(lp)) for m, lp in zip(mask, logprobs, strict=True)):
             raise ConfigError("asynchronous GRPO needs the sampling log-probability of every trained token, and "
                               "this protocol re-renders turns (agent.protocol: deepresearcher); use the native "
@@ -212,7 +217,8 @@ class AgentRolloutWorker:
         version = self.model_version
         trajectories = await run_episodes(engine, [task] * self.group_size)
         scores = [self.scorer(t, task) for t in trajectories]
-        for sample in group_samples(trajectories, scores, group_id, version, self.tokenizer.eos_token_id):
+        for sample in group_samples(trajectories, scores, group_id, version, self.tokenizer.eos_token_id,
+                                    self.config.train.drop_zero_signal_groups):
             self.rollout_buffer.put_nowait(sample)
         self.groups_done += 1
 

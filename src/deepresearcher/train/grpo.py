@@ -230,7 +230,9 @@ class GRPORollouts:
                                    time.perf_counter() - start)
         if self.cfg.sample_trajectories:
             self.run.write_samples(step, trajectories[: self.cfg.sample_trajectories])
-        return rollout_output(trajectories, [s["reward"] for s in scores], self.tokenizer.eos_token_id)
+        rewards = [s["reward"] for s in scores]
+        dropped = zero_signal_rollouts(rewards, self.cfg.group_size) if self.cfg.drop_zero_signal_groups else None
+        return rollout_output(trajectories, rewards, self.tokenizer.eos_token_id, dropped=dropped)
 
     @staticmethod
     def reward(prompts: list[Any], completions: list[Any], reward: list[float], **_: Any) -> list[float]:
@@ -238,8 +240,24 @@ class GRPORollouts:
         return list(reward)
 
 
-def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id: int) -> dict[str, list[Any]]:
+def zero_signal_rollouts(rewards: list[float], group_size: int) -> list[bool]:
+    """Per rollout, whether its group (``group_size`` consecutive rollouts, as TRL lays them out) has all
+    rewards equal: its advantages are all 0, so it adds tokens to the loss's count and nothing to its gradient."""
+    if len(rewards) % group_size:
+        raise ValueError(f"{len(rewards)} rewards do not split into groups of {group_size}")
+    flat = []
+    for start in range(0, len(rewards), group_size):
+        group = rewards[start : start + group_size]
+        flat += [max(group) - min(group) <= 1e-8] * group_size
+    return flat
+
+
+def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id: int,
+                   dropped: list[bool] | None = None) -> dict[str, list[Any]]:
     """TRL's ``rollout_func`` contract, built from trajectories without re-tokenizing anything.
+
+    ``dropped`` rollouts (``train.drop_zero_signal_groups``) keep their ids with an all-zero mask: TRL then
+    leaves them out of the loss and of the token count it divides by.
 
     A completion that does not end in EOS counts as truncated in TRL's logs; an episode cut off by the
     turn or context budget is exactly that, so its ids are left as they are.
@@ -250,9 +268,9 @@ def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id:
     GRPO ratio are always the trainer's own (recomputed, or the current ones when the step is on-policy).
     """
     out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "reward": []}
-    for t, r in zip(trajectories, rewards, strict=True):
+    for i, (t, r) in enumerate(zip(trajectories, rewards, strict=True)):
         completion = t.completion_ids
-        mask = t.completion_mask
+        mask = [0] * len(completion) if dropped is not None and dropped[i] else t.completion_mask
         logprobs = t.completion_logprobs
         if not completion:  # TRL cannot pad an empty completion; one masked EOS stands for "said nothing"
             completion, mask, logprobs = [eos_id], [0], [0.0]

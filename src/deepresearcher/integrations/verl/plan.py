@@ -132,6 +132,9 @@ def _shapes(config: Config) -> dict[str, int]:
     ``dp``: data-parallel ranks, the GPUs divided by the sequence-parallel size (a group of ``sp`` GPUs
     shares each sequence); an update's rollouts are split evenly over them."""
     cfg, verl = config.train, config.train.verl
+    if cfg.drop_zero_signal_groups:
+        raise ConfigError("train.drop_zero_signal_groups is a TRL-engine option: verl's ppo_trainer trains every "
+                          "group. Unset it, or pass verl's own filtering through train.verl.overrides.")
     gpus = verl.nnodes * verl.gpus_per_node
     mini = verl.ppo_mini_batch_size or cfg.prompts_per_step
     rollouts = cfg.prompts_per_step * cfg.group_size
