@@ -643,6 +643,13 @@ class SFTConfig(Section):
         "thought states both values before the answer. `noted`: as `searches_first`, and the thought before the "
         "second page notes the first page's value. Measured on the quickstart in docs/train.md, Two-entity tasks.",
     )
+    check_drills: int = Field(
+        0, ge=0,
+        description="Check drills per SFT step: the last step of a comparison or two_page task alone (question, "
+        "the last thought stating both values, the answer; values from the training worlds' facts), loss on the "
+        "answer only, packed into rows beside the step's episodes (`train/drills.py`). Needs a "
+        "`two_entity_order` whose last thought states the values (not `interleaved`). World SFT only.",
+    )
     task_mix: Literal["natural", "balanced"] = Field(
         "natural",
         description="Task types of the world's SFT tasks: natural (the world's mix: 5% comparison, 1.3% "
@@ -661,6 +668,14 @@ class SFTConfig(Section):
         "oracle's episodes on its tasks (the oracle exists only for worlds); real questions need a `file` source "
         "of saved trajectories (`research --save`, eval's trajectories.jsonl), replayed through this model's template.",
     )
+
+    @model_validator(mode="after")
+    def _drills_need_stated_values(self) -> SFTConfig:
+        if self.check_drills and self.two_entity_order == "interleaved":
+            raise ValueError("train.sft.check_drills trains the answer after a last thought that states both values, "
+                             "and the `interleaved` oracle states none; set train.sft.two_entity_order=noted (or "
+                             "searches_first), or check_drills=0")
+        return self
 
 
 class VerlConfig(Section):

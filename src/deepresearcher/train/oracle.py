@@ -162,14 +162,13 @@ class OracleResearcher:
         if answer is None:
             return "I could not find this information in any source."
         if values:
-            stated = self._stated(task, values)
-            return f"{stated}." if self.terse else f"The sources give {stated}, so the answer is {answer}."
+            return values_thought([hop.subject for hop in task.chain], values, answer, self.terse)
         return f"The sources give {answer}."
 
     @staticmethod
     def _stated(task: Task, values: list[str | None]) -> str:
-        """The values read so far, each after its entity (``A 1834, B 1856``)."""
-        return ", ".join(f"{hop.subject} {pages.number_text(v)}" for hop, v in zip(task.chain, values) if v is not None)
+        return stated([hop.subject for hop in task.chain], values)
+
 
     async def _lookup(self, subject: str, relation: str, context: ToolContext, episode: OracleEpisode,
                       pages: int = 1) -> str | None:
@@ -210,3 +209,15 @@ class OracleResearcher:
         votes = Counter(v for page in (outcome.raw or []) if "information" in page
                         if (v := extract_value(relation, subject, page["information"], titles.get(page["url"], ""))))
         return votes.most_common(1)[0][0] if votes else None
+
+
+def stated(subjects: list[str], values: list[str | None]) -> str:
+    """The values read so far, each after its entity (``A 1834, B 1856``)."""
+    return ", ".join(f"{subject} {pages.number_text(v)}" for subject, v in zip(subjects, values) if v is not None)
+
+
+def values_thought(subjects: list[str], values: list[str | None], answer: str, terse: bool) -> str:
+    """The oracle's last thought on a two-entity task whose values it stated (``two_entity_order`` other than
+    ``interleaved``): both values side by side, then (unless ``terse``) the answer they give."""
+    both = stated(subjects, values)
+    return f"{both}." if terse else f"The sources give {both}, so the answer is {answer}."

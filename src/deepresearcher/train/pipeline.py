@@ -58,6 +58,25 @@ def sft_demonstrations(config: Config, rollouts: Rollouts, tasks: list[dict[str,
     return rollouts.replay(tasks, episodes, tokenizer)
 
 
+def sft_drills(config: Config, tokenizer: Any) -> list[Any] | None:
+    """The check drills of ``train.sft.check_drills`` (``train/drills.py``) for every SFT step, their values from
+    the training worlds' facts, as rows of this tokenizer's template; None when drills are off."""
+    from deepresearcher.agent.session import make_template
+    from deepresearcher.train.drills import check_drills, drill_rows
+    from deepresearcher.train.tasks import ensure_training_worlds
+
+    sft = config.train.sft
+    if not sft.check_drills:
+        return None
+    sources = sft.data if sft.data is not None else config.train.data
+    if not any(source.kind == "world" for source in sources):
+        raise ConfigError("train.sft.check_drills draws its values from a synthetic world's facts, and no SFT source "
+                          "is a world; set train.sft.check_drills=0.")
+    world_dirs, _ = ensure_training_worlds(config)
+    drills = check_drills(world_dirs, sft.check_drills * sft.steps, sft.seed)
+    return drill_rows(drills, make_template(tokenizer, config), terse=config.train.compact_prompt)
+
+
 def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
     """Every demonstration of the SFT sources (``train.sft.data``, else ``train.data``) in the policy's template:
     the oracle's on the world's SFT tasks, saved trajectories (those scoring ``train.sft.min_f1``) replayed from
@@ -99,7 +118,8 @@ def run_sft(
     policy = resolve_checkpoint(config.train.model, config.resolved_cache_dir())
     out = out or config.train.runs_dir / config.train.run_name / "sft_model"
     tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, bf16=config.train.bf16, on_step=on_step)
+    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, bf16=config.train.bf16, on_step=on_step,
+                     drills=sft_drills(config, tokenizer))
 
 
 def run_grpo(

@@ -73,7 +73,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.eval.behaviours import behaviour_record, rates_by_type
     from deepresearcher.train.calibration import measure_machine
-    from deepresearcher.train.pipeline import run_grpo, sft_demonstrations
+    from deepresearcher.train.pipeline import run_grpo, sft_demonstrations, sft_drills
     from deepresearcher.train.quickstart_report import write_quickstart_report
     from deepresearcher.train.rollout import Rollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
@@ -129,6 +129,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             sft = train_sft(
                 base, sft_data, cfg.sft, sft_dir, bf16=cfg.bf16,
                 on_step=lambda step, loss: say(f"sft step {step}/{cfg.sft.steps} loss {loss:.3f}") if step % 25 == 0 else None,
+                drills=sft_drills(config, tokenizer),
             )
             say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")
             lap("sft")

@@ -17,6 +17,7 @@ completion masks, not per-token weights, so this is a plain PyTorch loop.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import random
@@ -29,6 +30,7 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import SFTConfig
 from deepresearcher.errors import ConfigError
+from deepresearcher.train.drills import Row, pack
 from deepresearcher.train.output_layer import next_token_logits
 
 logger = logging.getLogger(__name__)
@@ -56,11 +58,15 @@ def next_token_loss(model: Any, input_ids: Any, attention_mask: Any, weights: An
     return sft_loss(logits, input_ids[:, 1:][where], weights[:, 1:][where])
 
 
-def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int) -> tuple[Any, Any, Any]:
-    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``."""
+def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int,
+            drills: Iterator[Row] | None = None, drill_count: int = 0) -> tuple[Any, Any, Any]:
+    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``; with
+    ``drills``, the next ``drill_count`` of them packed into extra rows no wider than the episodes'."""
     import torch
 
     rows = [(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories]
+    if drills is not None and drill_count:
+        rows += pack([next(drills) for _ in range(drill_count)], max(len(ids) for ids, _ in rows))
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -125,8 +131,12 @@ def train_sft(
     *,
     bf16: bool = False,
     on_step: Callable[[int, float], None] | None = None,
+    drills: list[Row] | None = None,
 ) -> SFTResult:
     """Fine-tune ``model_path`` on ``trajectories`` and save model and tokenizer to ``out_dir``.
+
+    ``drills`` (``train.drills.drill_rows``): ``cfg.check_drills`` of them packed beside every batch, in order
+    and round again when they run out.
 
     AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled
     each pass, from a generator seeded with ``cfg.seed``. ``bf16``: the forward pass under bfloat16
@@ -153,10 +163,12 @@ def train_sft(
 
     schedulers = [torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at) for optimizer in optimizers]
     batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed)
+    drill_stream = itertools.cycle(drills) if drills else None
     start, tokens, loss_value = time.perf_counter(), 0, float("nan")
     for step in range(cfg.steps):
         batch = [trajectories[i] for i in next(batches)]
-        ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id)
+        ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id, drill_stream,
+                                     cfg.check_drills)
         with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = next_token_loss(model, ids, mask, weights)
         model.zero_grad(set_to_none=True)

@@ -167,7 +167,7 @@ RELATIONS_ANY = {"person": "born_in", "organization": "founded_by", "work": "cre
 
 # (entity kind, relation, question template, which value wins). Each attribute is asked both ways, so
 # neither the wording nor the order of the two names says which one is the answer.
-_COMPARISONS = (
+COMPARISONS = (
     ("person", "birth_year", "Who was born earlier, {a} or {b}?", min),
     ("person", "birth_year", "Who was born later, {a} or {b}?", max),
     ("city", "population", "Which city has the larger population, {a} or {b}?", max),
@@ -181,7 +181,7 @@ _COMPARISONS = (
 
 def comparison_winner(question: str, values: list[int]) -> int:
     """The index of the value a comparison question asks for (the earlier, later, larger or smaller one)."""
-    for _, _, template, pick in _COMPARISONS:
+    for _, _, template, pick in COMPARISONS:
         if question.startswith(template.split("{a}")[0]):
             return values.index(pick(values))
     raise ValueError(f"not a comparison question of the world: {question!r}")
@@ -195,7 +195,7 @@ def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int)
     for _ in range(n * 4):
         if len(out) >= n:
             break
-        kind, relation, template, pick = rng.choice(_COMPARISONS)
+        kind, relation, template, pick = rng.choice(COMPARISONS)
         names = sorted(e.name for e in kb.of_kind(kind) if f.usable(e.name, relation))
         if len(names) < 2:
             continue
@@ -217,6 +217,10 @@ def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int)
     return out
 
 
+SAME_CITY = "Were {a} and {b} born in the same city?"
+"""The question of a ``two_page`` task: yes when both people's ``born_in`` is the same city."""
+
+
 def _same_place(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
     """``n`` yes/no questions about two people's birthplaces: exactly every other answer is "yes"."""
     people = sorted(e.name for e in kb.of_kind("person") if f.usable(e.name, "born_in"))
@@ -236,7 +240,7 @@ def _same_place(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) 
             continue
         seen.add((a, b))
         hops = [f.hop(a, "born_in"), f.hop(b, "born_in")]
-        out.append(Task("", "two_page", f"Were {a} and {b} born in the same city?", ["yes" if want_yes else "no"],
+        out.append(Task("", "two_page", SAME_CITY.format(a=a, b=b), ["yes" if want_yes else "no"],
                         True, _dedup(h.evidence_urls[0] for h in hops), hops))
     return out
 
