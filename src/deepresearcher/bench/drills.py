@@ -1,0 +1,114 @@
+"""Can the quickstart's tiny model learn the two-entity check at all? Check drills alone, a learning curve.
+
+Workload: the quickstart recipe's tiny Qwen2 shape (``train.tiny_model``, fresh weights, a tokenizer trained
+on the drills' text), trained on check drills only (``train/drills.py``: the question, the last thought that
+states both values, the answer; loss on the answer only) from the quickstart's training worlds, a new batch
+of drills every step, with the quickstart's SFT optimizers (Muon and AdamW, ``train.sft``). Every
+``--eval-every`` steps, the accuracy on drills from the dev world: the share where the right answer's
+log-probability beats the other candidate's (the other name of a comparison; yes against no). A coin scores 0.5.
+
+What it answers: whether the step the quickstart's agent fails on, once both values are written side by side
+(docs/train.md, "Two-entity tasks"), is learnable by this model and in how many examples; the quickstart's
+SFT sees ~16,000 episodes, ~10% of them two-entity tasks.
+
+    deepresearcher bench drills --json
+    deepresearcher bench drills --steps 600 --batch 32 --kind two_page
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+
+
+def _candidates(drill) -> list[str]:
+    return ["yes", "no"] if drill.answer in ("yes", "no") else list(drill.subjects)
+
+
+def main(argv: list[str]) -> dict:
+    parser = argparse.ArgumentParser(prog="deepresearcher bench drills")
+    parser.add_argument("--steps", type=int, default=1500, help="Optimizer steps, a new batch of drills each.")
+    parser.add_argument("--batch", type=int, default=64, help="Drills per step.")
+    parser.add_argument("--eval-every", type=int, default=300)
+    parser.add_argument("--eval-drills", type=int, default=400, help="Dev-world drills scored at each evaluation.")
+    parser.add_argument("--kind", choices=["both", "comparison", "two_page"], default="both")
+    parser.add_argument("--layers", type=int, default=None, help="Hidden layers (default: the recipe's).")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from deepresearcher.agent.session import make_template
+    from deepresearcher.config import load_config
+    from deepresearcher.train.drills import check_drills, drill_rows
+    from deepresearcher.train.sft import next_token_loss, sft_optimizers
+    from deepresearcher.train.tasks import ensure_training_worlds
+    from deepresearcher.train.tiny_model import build_tiny_checkpoint
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(args.seed)
+    config = load_config("quickstart", ["train.eval_world=dev"])
+    shape = config.train.tiny_model
+    if args.layers:
+        shape = shape.model_copy(update={"num_layers": args.layers})
+    train_worlds, dev_world = ensure_training_worlds(config)
+    assert dev_world is not None  # the quickstart trains on several worlds and holds one out
+
+    def drills(worlds: list[Path], count: int, seed: int) -> list:
+        keep = {"both": lambda d: True, "two_page": lambda d: d.answer in ("yes", "no"),
+                "comparison": lambda d: d.answer not in ("yes", "no")}[args.kind]
+        return [d for d in check_drills(worlds, 2 * count, seed) if keep(d)][:count]
+
+    corpus = [f"{d.question} {d.thought(True)} {d.answer}" for d in drills(train_worlds, 20_000, seed=-1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_tiny_checkpoint(corpus, Path(tmp) / "model", shape, seed=args.seed)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir).train()
+    template = make_template(tokenizer, config)
+    optimizers = sft_optimizers(model, config.train.sft)
+    held_out = drills([dev_world], args.eval_drills, seed=10_000 + args.seed)
+
+    def batch_tensors(rows: list[tuple[list[int], list[float]]]):
+        width = max(len(ids) for ids, _ in rows)
+        ids = torch.zeros((len(rows), width), dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        weights = torch.zeros((len(rows), width))
+        for i, (row_ids, row_weights) in enumerate(rows):
+            ids[i, : len(row_ids)], mask[i, : len(row_ids)] = torch.tensor(row_ids), 1
+            weights[i, : len(row_weights)] = torch.tensor(row_weights)
+        return ids, mask, weights
+
+    def accuracy() -> dict[str, float]:
+        model.eval()
+        right = {"comparison": [], "two_page": []}
+        with torch.no_grad():
+            for drill in held_out:
+                options = [dataclasses.replace(drill, answer=c) for c in _candidates(drill)]
+                ids, mask, weights = batch_tensors(drill_rows(options, template, terse=True))
+                logps = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+                scores = (logps.gather(-1, ids[:, 1:, None])[..., 0] * weights[:, 1:]).sum(-1)
+                kind = "two_page" if drill.answer in ("yes", "no") else "comparison"
+                right[kind].append(float(options[int(scores.argmax())].answer == drill.answer))
+        model.train()
+        every = [r for rows in right.values() for r in rows]
+        return {"all": sum(every) / len(every), **{k: sum(v) / len(v) for k, v in right.items() if v}}
+
+    pool = drill_rows(drills(train_worlds, args.steps * args.batch, seed=args.seed), template, terse=True)
+    curve, start = [], time.perf_counter()
+    for step in range(args.steps + 1):
+        if step % args.eval_every == 0 or step == args.steps:
+            curve.append({"step": step, "drills_seen": step * args.batch, "accuracy": accuracy(),
+                          "seconds": round(time.perf_counter() - start, 1)})
+        if step == args.steps:
+            break
+        loss = next_token_loss(model, *batch_tensors(pool[step * args.batch : (step + 1) * args.batch]))
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        for optimizer in optimizers:
+            optimizer.step()
+    return {"benchmark": "drills", "kind": args.kind, "layers": shape.num_layers, "batch": args.batch,
+            "optimizer": config.train.sft.optimizer, "chance": 0.5, "curve": curve}
