@@ -158,9 +158,10 @@ def test_run_driving_hands_back_the_coroutines_error(checkpoint):
         loop.close()
 
 
-async def test_a_request_arriving_while_a_failure_is_handled_is_failed_not_stranded(generator, monkeypatch):
-    """A request enqueued after the failed batch's rows were answered, but before the decode thread exits,
-    gets the error too: it never waits forever on a thread that is gone (seen as a hang under load)."""
+async def test_a_request_arriving_while_a_failure_is_handled_is_served_not_stranded(generator, monkeypatch):
+    """A request made while the decode thread answers a failed batch (a caller retrying at once) is decoded by a
+    new thread: it never waits on the thread that is going away (seen as a hang under load), nor inherits the
+    failure it had no part in (seen as a flaky retry)."""
     from deepresearcher.inference import engine as engine_module
 
     loop = asyncio.get_running_loop()
@@ -170,15 +171,12 @@ async def test_a_request_arriving_while_a_failure_is_handled_is_failed_not_stran
     def enqueue_then_deliver(row, result):
         if isinstance(result, BaseException) and not late:  # on the decode thread, inside its failure path
             late.append(asyncio.run_coroutine_threadsafe(
-                generator.generate(prompts(generator)[0], SamplingParams(max_tokens=3)), loop))
-            deadline = time.monotonic() + 10
-            while generator._pending.empty() and time.monotonic() < deadline:
-                time.sleep(0.001)
+                generator.generate(prompts(generator)[0], SamplingParams(max_tokens=3, temperature=0.0)), loop))
         deliver(row, result)
 
     monkeypatch.setattr(engine_module._Row, "deliver", enqueue_then_deliver)
     with pytest.raises(GenerationError):
         await generator.generate([len(generator.tokenizer) + 10_000], SamplingParams(max_tokens=3))
-    with pytest.raises(GenerationError):
-        await asyncio.wait_for(asyncio.wrap_future(late[0]), timeout=30)
+    served = await asyncio.wait_for(asyncio.wrap_future(late[0]), timeout=30)
+    assert len(served.token_ids) >= 1
     await generator.aclose()

@@ -311,11 +311,11 @@ class LocalEngine:
         except Exception as exc:  # a model failure fails every waiting request, loudly
             logger.exception("local generation failed")
             error = GenerationError(f"local generation failed: {exc!r}")
-            for row in (batch.rows if batch else []) + newcomers:
-                row.deliver(error)  # rows already answered are skipped
-            with self._state:  # generate() enqueues under this lock: no request lands between drain and exit
-                for row in self._take_pending(1 << 30):
-                    row.deliver(error)
+            # Under the lock generate() enqueues with: a caller that sees its failure and asks again finds this
+            # thread gone (and starts a new one) rather than landing in the pending queue drained just below.
+            with self._state:
+                for row in (batch.rows if batch else []) + newcomers + self._take_pending(1 << 30):
+                    row.deliver(error)  # rows already answered are skipped
                 if not driven:
                     self._thread = None
 
