@@ -87,7 +87,7 @@ def test_sft_with_drills_learns_their_answers_and_packs_them_beside_the_batch(ti
 
     from deepresearcher.agent.trajectory import Segment, Trajectory
     from deepresearcher.config import SFTConfig
-    from deepresearcher.train.sft import collate, next_token_loss, train_sft
+    from deepresearcher.train.sft import collate, next_token_loss, pad_rows, train_sft
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -104,27 +104,13 @@ def test_sft_with_drills_learns_their_answers_and_packs_them_beside_the_batch(ti
     def drill_loss(model_dir: Path) -> float:
         model = AutoModelForCausalLM.from_pretrained(model_dir)
         with torch.no_grad():
-            return float(next_token_loss(model, *_drill_batch(drills)))
+            return float(next_token_loss(model, *pad_rows(drills, 0)))
 
     cfg = SFTConfig(steps=30, batch_size=1, learning_rate=3e-3, optimizer="adamw", warmup_steps=0, check_drills=4,
                     two_entity_order="noted")
     with_drills = train_sft(tiny_model_dir, [episode], cfg, tmp_path / "with", drills=drills)
     without = train_sft(tiny_model_dir, [episode], cfg.model_copy(update={"check_drills": 0}), tmp_path / "without")
     assert drill_loss(with_drills.model_dir) < 0.5 * drill_loss(without.model_dir)
-
-
-def _drill_batch(drills):
-    import torch
-
-    width = max(len(ids) for ids, _ in drills)
-    ids = torch.zeros((len(drills), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    weights = torch.zeros((len(drills), width))
-    for i, (row_ids, row_weights) in enumerate(drills):
-        ids[i, : len(row_ids)] = torch.tensor(row_ids)
-        mask[i, : len(row_ids)] = 1
-        weights[i, : len(row_weights)] = torch.tensor(row_weights)
-    return ids, mask, weights
 
 
 def test_drills_need_a_last_thought_that_states_the_values(tmp_path: Path) -> None:

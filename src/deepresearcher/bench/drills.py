@@ -44,7 +44,7 @@ def main(argv: list[str]) -> dict:
     from deepresearcher.agent.session import make_template
     from deepresearcher.config import load_config
     from deepresearcher.train.drills import check_drills, drill_rows
-    from deepresearcher.train.sft import next_token_loss, sft_optimizers
+    from deepresearcher.train.sft import next_token_loss, pad_rows, sft_optimizers
     from deepresearcher.train.tasks import ensure_training_worlds
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -68,18 +68,9 @@ def main(argv: list[str]) -> dict:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir).train()
     template = make_template(tokenizer, config)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     optimizers = sft_optimizers(model, config.train.sft)
     held_out = drills([dev_world], args.eval_drills, seed=10_000 + args.seed)
-
-    def batch_tensors(rows: list[tuple[list[int], list[float]]]):
-        width = max(len(ids) for ids, _ in rows)
-        ids = torch.zeros((len(rows), width), dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        weights = torch.zeros((len(rows), width))
-        for i, (row_ids, row_weights) in enumerate(rows):
-            ids[i, : len(row_ids)], mask[i, : len(row_ids)] = torch.tensor(row_ids), 1
-            weights[i, : len(row_weights)] = torch.tensor(row_weights)
-        return ids, mask, weights
 
     def accuracy() -> dict[str, float]:
         model.eval()
@@ -87,7 +78,7 @@ def main(argv: list[str]) -> dict:
         with torch.no_grad():
             for drill in held_out:
                 options = [dataclasses.replace(drill, answer=c) for c in _candidates(drill)]
-                ids, mask, weights = batch_tensors(drill_rows(options, template, terse=True))
+                ids, mask, weights = pad_rows(drill_rows(options, template, terse=True), pad_id)
                 logps = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
                 scores = (logps.gather(-1, ids[:, 1:, None])[..., 0] * weights[:, 1:]).sum(-1)
                 kind = "two_page" if drill.answer in ("yes", "no") else "comparison"
@@ -104,7 +95,7 @@ def main(argv: list[str]) -> dict:
                           "seconds": round(time.perf_counter() - start, 1)})
         if step == args.steps:
             break
-        loss = next_token_loss(model, *batch_tensors(pool[step * args.batch : (step + 1) * args.batch]))
+        loss = next_token_loss(model, *pad_rows(pool[step * args.batch : (step + 1) * args.batch], pad_id))
         model.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

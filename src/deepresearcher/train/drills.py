@@ -95,7 +95,7 @@ def _same_city(facts: dict[str, dict[str, str]], rng: random.Random, want_yes: b
 
 def drill_rows(drills: list[Drill], template: Any, terse: bool) -> list[Row]:
     """Each drill as the rollout engine lays out a one-turn episode (``template``'s prompt, then the turn
-    ``thought</think>\\n<answer>answer</answer>`` and EOS), weight 1 on the tokens from the answer on and 0 before.
+    ``thought</think>\\n<answer>answer</answer>``, where the engine stops it), weight 1 on the tokens from the answer on and 0 before.
 
     The turn is tokenized whole, as the engine tokenizes a sampled turn, and split after ``<answer>``; where the
     tokenizer merged the tag's end with the answer's start, before that token (its loss then covers a ``>`` too)."""
@@ -104,8 +104,9 @@ def drill_rows(drills: list[Drill], template: Any, terse: bool) -> list[Row]:
         prompt = template.prompt_ids(drill.question)
         head = f"{drill.thought(terse)}</think>\n<answer>"
         turn = template.encode(f"{head}{drill.answer}</answer>")
-        cut = len(template.encode(head))
-        if turn[:cut] != template.encode(head):  # the answer's first token merged with the tag: cut before it
+        head_ids = template.encode(head)
+        cut = len(head_ids)
+        if turn[:cut] != head_ids:  # the answer's first token merged with the tag: cut before it
             cut = next(k for k in range(1, len(turn) + 1) if "<answer>" in template.tokenizer.decode(turn[:k])) - 1
         rows.append((prompt + turn, [0.0] * (len(prompt) + cut) + [1.0] * (len(turn) - cut)))
     return rows

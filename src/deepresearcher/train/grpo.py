@@ -32,7 +32,7 @@ from deepresearcher.config import Config, TrainConfig, dump_config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train import precision
 from deepresearcher.train.collapse import CollapseWatch
-from deepresearcher.train.loss import zero_signal_share
+from deepresearcher.train.loss import zero_signal_groups, zero_signal_share
 from deepresearcher.train.run_dir import RunDir, read_metrics
 
 logger = logging.getLogger(__name__)
@@ -243,13 +243,10 @@ class GRPORollouts:
 def zero_signal_rollouts(rewards: list[float], group_size: int) -> list[bool]:
     """Per rollout, whether its group (``group_size`` consecutive rollouts, as TRL lays them out) has all
     rewards equal: its advantages are all 0, so it adds tokens to the loss's count and nothing to its gradient."""
-    if len(rewards) % group_size:
-        raise ValueError(f"{len(rewards)} rewards do not split into groups of {group_size}")
-    flat = []
-    for start in range(0, len(rewards), group_size):
-        group = rewards[start : start + group_size]
-        flat += [max(group) - min(group) <= 1e-8] * group_size
-    return flat
+    import torch
+
+    groups = zero_signal_groups(torch.tensor(rewards, dtype=torch.float64), group_size)
+    return groups.repeat_interleave(group_size).tolist()
 
 
 def rollout_output(trajectories: list[Trajectory], rewards: list[float], eos_id: int,

@@ -36,10 +36,17 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale: bool = True,
     return advantages.reshape(-1)
 
 
+def zero_signal_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Per group of ``group_size`` consecutive rollouts, whether its rewards are all equal (advantages all zero)."""
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    grouped = rewards.view(-1, group_size)
+    return (grouped.max(dim=1).values - grouped.min(dim=1).values).abs().le(1e-8)
+
+
 def zero_signal_share(rewards: torch.Tensor, group_size: int) -> float:
     """Share of groups whose rewards are all equal (their advantages are all zero)."""
-    grouped = rewards.view(-1, group_size)
-    return float((grouped.max(dim=1).values - grouped.min(dim=1).values).abs().le(1e-8).float().mean())
+    return float(zero_signal_groups(rewards, group_size).float().mean())
 
 
 @dataclass

@@ -144,7 +144,7 @@ class OracleResearcher:
         found = [await self._search(hop.subject, hop.relation, context, episode) for hop in task.chain]
         values: list[str | None] = []
         for hop, hits in zip(task.chain, found, strict=True):
-            note = self._stated(task, values) if self.two_entity_order == "noted" else ""
+            note = stated([hop.subject for hop in task.chain], values) if self.two_entity_order == "noted" else ""
             values.append(await self._read(hop.subject, hop.relation, hits, context, episode, note=note))
         return values
 
@@ -164,10 +164,6 @@ class OracleResearcher:
         if values:
             return values_thought([hop.subject for hop in task.chain], values, answer, self.terse)
         return f"The sources give {answer}."
-
-    @staticmethod
-    def _stated(task: Task, values: list[str | None]) -> str:
-        return stated([hop.subject for hop in task.chain], values)
 
 
     async def _lookup(self, subject: str, relation: str, context: ToolContext, episode: OracleEpisode,

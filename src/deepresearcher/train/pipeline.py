@@ -58,7 +58,7 @@ def sft_demonstrations(config: Config, rollouts: Rollouts, tasks: list[dict[str,
     return rollouts.replay(tasks, episodes, tokenizer)
 
 
-def sft_drills(config: Config, tokenizer: Any) -> list[Any] | None:
+def sft_drills(config: Config, tokenizer: Any) -> list[tuple[list[int], list[float]]] | None:
     """The check drills of ``train.sft.check_drills`` (``train/drills.py``) for every SFT step, their values from
     the training worlds' facts, as rows of this tokenizer's template; None when drills are off."""
     from deepresearcher.agent.session import make_template

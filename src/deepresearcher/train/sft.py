@@ -62,11 +62,16 @@ def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int
             drills: Iterator[Row] | None = None, drill_count: int = 0) -> tuple[Any, Any, Any]:
     """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``; with
     ``drills``, the next ``drill_count`` of them packed into extra rows no wider than the episodes'."""
-    import torch
-
     rows = [(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories]
     if drills is not None and drill_count:
         rows += pack([next(drills) for _ in range(drill_count)], max(len(ids) for ids, _ in rows))
+    return pad_rows(rows, pad_id)
+
+
+def pad_rows(rows: list[Row], pad_id: int) -> tuple[Any, Any, Any]:
+    """Token rows and their loss weights as right-padded ``input_ids``, ``attention_mask`` and ``weights``."""
+    import torch
+
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
