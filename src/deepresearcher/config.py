@@ -861,6 +861,12 @@ class TrainConfig(Section):
         "5% comparison) or balanced (one type after another, the rarer types' tasks repeated as needed), so a "
         "long run keeps training the rare types it would otherwise drift away from.",
     )
+    prompt_types: list[str] | None = Field(
+        None,
+        description="World task types GRPO's prompts are drawn from (e.g. `[two_page]`); null: every type. An "
+        "ablation: train one behaviour alone and see which held-out types move. SFT tasks and the held-out "
+        "set keep every type.",
+    )
     group_size: int = Field(16, ge=2, description="Rollouts per prompt (GRPO group); advantages are relative to the group.")
     prompts_per_step: int = Field(256, ge=1, description="Prompts per optimizer step (rollouts = prompts x group_size).")
     micro_batch_size: int = Field(
@@ -947,6 +953,22 @@ class TrainConfig(Section):
         "held-out + 2, + 4, ...; never trained on). 0: `eval_tasks` drawn at random (the world's own mix).",
     )
     collapse: CollapseConfig = Field(default_factory=CollapseConfig)
+
+    @model_validator(mode="after")
+    def _known_prompt_types(self) -> TrainConfig:
+        from deepresearcher.world.tasks import TASK_TYPES
+
+        unknown = sorted(set(self.prompt_types or ()) - set(TASK_TYPES))
+        if unknown:
+            raise ValueError(f"train.prompt_types: unknown task type(s) {', '.join(unknown)}; "
+                             f"choose from {', '.join(TASK_TYPES)}.")
+        if self.prompt_types == []:
+            raise ValueError("train.prompt_types is empty; name at least one task type, or null for every type.")
+        others = [s.label for s in self.data if s.kind != "world"]
+        if self.prompt_types and others:
+            raise ValueError(f"train.prompt_types selects world task types, and train.data also lists "
+                             f"{', '.join(others)}, whose questions have none; drop one of the two.")
+        return self
 
 
 class EvalConfig(Section):

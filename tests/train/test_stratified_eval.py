@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from deepresearcher.config import load_config
+from deepresearcher.errors import ConfigError
 from deepresearcher.train.heldout import ALL, TYPE_MEAN, EvalResult, paired_gain, paired_gain_by_type
 from deepresearcher.train.stratify import balanced_cycle, balanced_split, per_type_quota, stratify
 from deepresearcher.train.tasks import held_out_seed, pooled_world_seeds, task_sets
@@ -180,6 +181,22 @@ def test_balanced_prompt_mix_trains_the_rare_types_as_often_as_the_common_ones(t
     assert max(counts.values()) - min(counts.values()) <= 1 and set(counts) == set(natural_counts)
     assert len({t["id"] for t in balanced.grpo}) == len(balanced.grpo), "repeated tasks get their own ids"
     assert {t["id"].split("#")[0] for t in balanced.grpo} <= {t["id"] for t in natural.grpo}
+
+
+def test_prompt_types_keep_grpo_to_the_named_types_and_leave_sft_and_the_held_out_set_whole(tmp_path: Path) -> None:
+    pair = "train.prompt_types=[two_page,comparison]"
+    every = task_sets(load_config(None, _base(tmp_path)))
+    chosen = task_sets(load_config(None, _base(tmp_path, pair)))
+    assert [t["id"] for t in chosen.grpo] == [t["id"] for t in every.grpo if t["type"] in ("two_page", "comparison")]
+    assert chosen.sft == every.sft and chosen.test == every.test
+    balanced = Counter(t["type"] for t in task_sets(load_config(None, _base(tmp_path, pair, "train.prompt_mix=balanced"))).grpo)
+    assert set(balanced) == {"two_page", "comparison"} and abs(balanced["two_page"] - balanced["comparison"]) <= 1
+    with pytest.raises(ConfigError, match="unknown task type.*two_pages"):
+        load_config(None, _base(tmp_path, "train.prompt_types=[two_pages]"))
+    with pytest.raises(ConfigError, match="empty"):
+        load_config(None, _base(tmp_path, "train.prompt_types=[]"))
+    with pytest.raises(ConfigError, match="nq.*drop one"):
+        load_config(None, _base(tmp_path, pair, "train.data=[world, nq:train]"))
 
 
 def test_balanced_split_gives_sft_every_type_equally_and_leaves_half_of_a_rare_type_to_grpo() -> None:

@@ -13,6 +13,7 @@ SFT sees ~16,000 episodes, ~10% of them two-entity tasks.
 
     deepresearcher bench drills --json
     deepresearcher bench drills --steps 600 --batch 32 --kind two_page
+    deepresearcher bench drills --kind comparison --direction larger   # the order of two values, no XOR
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ def _candidates(drill) -> list[str]:
     return ["yes", "no"] if drill.answer in ("yes", "no") else list(drill.subjects)
 
 
+def select(drills: list, kind: str, direction: str) -> list:
+    """The drills of one ``kind`` (comparison, two_page, both); ``direction="larger"`` keeps the comparisons that
+    ask for the later or larger value, whose answer follows from the two values alone: in the others the
+    question's word (earlier, later) flips it, so the answer is the XOR of the word and the values' order."""
+    from deepresearcher.world.tasks import comparison_pick
+
+    def keep(drill) -> bool:
+        if drill.answer in ("yes", "no"):
+            return kind != "comparison"
+        return kind != "two_page" and (direction == "both" or comparison_pick(drill.question) is max)
+
+    return [d for d in drills if keep(d)]
+
+
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="deepresearcher bench drills")
     parser.add_argument("--steps", type=int, default=1500, help="Optimizer steps, a new batch of drills each.")
@@ -35,6 +50,9 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--eval-every", type=int, default=300)
     parser.add_argument("--eval-drills", type=int, default=400, help="Dev-world drills scored at each evaluation.")
     parser.add_argument("--kind", choices=["both", "comparison", "two_page"], default="both")
+    parser.add_argument("--direction", choices=["both", "larger"], default="both",
+                        help="larger: comparison drills that ask for the later or larger value only, so the answer "
+                        "follows the two values alone and not their XOR with the question's earlier/later.")
     parser.add_argument("--layers", type=int, default=None, help="Hidden layers (default: the recipe's).")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -58,9 +76,9 @@ def main(argv: list[str]) -> dict:
     assert dev_world is not None  # the quickstart trains on several worlds and holds one out
 
     def drills(worlds: list[Path], count: int, seed: int) -> list:
-        keep = {"both": lambda d: True, "two_page": lambda d: d.answer in ("yes", "no"),
-                "comparison": lambda d: d.answer not in ("yes", "no")}[args.kind]
-        return [d for d in check_drills(worlds, 2 * count, seed) if keep(d)][:count]
+        share = (0.5 if args.kind != "both" else 1.0) * (0.5 if args.direction == "larger" else 1.0)
+        # check_drills(n) is a prefix of check_drills(m > n) for one seed: drawing more keeps the default kinds' drills
+        return select(check_drills(worlds, int(2 * count / share), seed), args.kind, args.direction)[:count]
 
     corpus = [f"{d.question} {d.thought(True)} {d.answer}" for d in drills(train_worlds, 20_000, seed=-1)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,5 +119,5 @@ def main(argv: list[str]) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         for optimizer in optimizers:
             optimizer.step()
-    return {"benchmark": "drills", "kind": args.kind, "layers": shape.num_layers, "batch": args.batch,
+    return {"benchmark": "drills", "kind": args.kind, "direction": args.direction, "layers": shape.num_layers, "batch": args.batch,
             "optimizer": config.train.sft.optimizer, "chance": 0.5, "curve": curve}

@@ -270,7 +270,8 @@ def task_sets(config: Config) -> TaskSets:
 
     World source: its tasks of every training world (split ``train.split``) are shuffled; the first
     ``train.sft.num_tasks`` are the oracle's SFT tasks (``train.sft.task_mix: balanced``: as many of each
-    type, ``balanced_split``) and the rest GRPO prompts (``train.prompt_mix``). Other sources: their
+    type, ``balanced_split``) and the rest GRPO prompts (``train.prompt_types`` of them, ordered by
+    ``train.prompt_mix``). Other sources: their
     questions, minus repeats and held-out questions, each shuffled with its own seed. Several sources are
     mixed at their ratios (:func:`mix_by_ratio`). Test tasks: ``train.eval_data`` (default: the world's
     ``train.eval_world`` split, or every split of the held-out dev or test world with several worlds), at most ``train.eval_tasks``.
@@ -311,6 +312,11 @@ def task_sets(config: Config) -> TaskSets:
         else:
             sft, rest = train[: cfg.sft.num_tasks], train[cfg.sft.num_tasks :]
         rest = rest or train
+        if cfg.prompt_types:
+            rest = [t for t in rest if t["type"] in cfg.prompt_types]
+            if not rest:
+                raise DataError(f"train.prompt_types={cfg.prompt_types}: the training worlds hold no such task "
+                                "outside the SFT tasks; name other types or lower train.sft.num_tasks.")
         if cfg.prompt_mix == "balanced":
             rest = balanced_cycle(rest)
         pools.append(rest)

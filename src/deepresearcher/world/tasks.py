@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from deepresearcher.world.knowledge import RELATIONS, KnowledgeBase
@@ -179,12 +180,17 @@ COMPARISONS = (
 )
 
 
-def comparison_winner(question: str, values: list[int]) -> int:
-    """The index of the value a comparison question asks for (the earlier, later, larger or smaller one)."""
+def comparison_pick(question: str) -> Callable[[list[int]], int]:
+    """``max`` or ``min``: what a comparison question asks for (the later or larger value, or the earlier or smaller)."""
     for _, _, template, pick in COMPARISONS:
         if question.startswith(template.split("{a}")[0]):
-            return values.index(pick(values))
+            return pick
     raise ValueError(f"not a comparison question of the world: {question!r}")
+
+
+def comparison_winner(question: str, values: list[int]) -> int:
+    """The index of the value a comparison question asks for (the earlier, later, larger or smaller one)."""
+    return values.index(comparison_pick(question)(values))
 
 
 def _comparisons(kb: KnowledgeBase, f: _TaskFactory, rng: random.Random, n: int) -> list[Task]:
