@@ -478,6 +478,11 @@ class TinyModelConfig(Section):
     """The from-scratch tokenizer and Qwen2 model of the quickstart (``train.tiny_model``)."""
 
     vocab_size: int = Field(2048, ge=300, description="BPE vocabulary trained on the world's text (plus chat tokens).")
+    split_digits: bool = Field(
+        False,
+        description="Every digit its own token, as Qwen2.5's tokenizer splits numbers; otherwise BPE merges digits "
+        "as it merges letters, so one year is one token and the next two, split anywhere.",
+    )
     hidden_size: int = Field(128, ge=16, description="Width of the residual stream.")
     num_layers: int = Field(4, ge=1, description="Transformer blocks.")
     num_heads: int = Field(4, ge=1, description="Attention heads; hidden_size must be divisible by it.")

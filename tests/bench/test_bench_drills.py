@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from deepresearcher.train.drills import Drill
 
 DRILLS = [
@@ -20,3 +22,11 @@ def test_select_keeps_one_kind_and_with_direction_larger_only_the_later_or_large
     assert select(DRILLS, "comparison", "both") == DRILLS[1:]
     assert select(DRILLS, "comparison", "larger") == [DRILLS[2], DRILLS[3]]
     assert select(DRILLS, "both", "larger") == DRILLS[:1] + [DRILLS[2], DRILLS[3]]
+
+
+def test_a_given_model_refuses_the_options_that_shape_a_fresh_one(load_bench, capsys) -> None:
+    main = load_bench("drills").main
+    for option in (["--layers", "8"], ["--split-digits"]):
+        with pytest.raises(SystemExit):
+            main(["--model", "smollm2-135m", *option])
+        assert "--model brings its own shape and tokenizer" in capsys.readouterr().err

@@ -14,6 +14,8 @@ SFT sees ~16,000 episodes, ~10% of them two-entity tasks.
     deepresearcher bench drills --json
     deepresearcher bench drills --steps 600 --batch 32 --kind two_page
     deepresearcher bench drills --kind comparison --direction larger   # the order of two values, no XOR
+    deepresearcher bench drills --kind comparison --split-digits       # every digit its own token
+    deepresearcher bench drills --model smollm2-135m --steps 0 --eval-every 1   # a pretrained model, untrained here
 """
 
 from __future__ import annotations
@@ -54,13 +56,20 @@ def main(argv: list[str]) -> dict:
                         help="larger: comparison drills that ask for the later or larger value only, so the answer "
                         "follows the two values alone and not their XOR with the question's earlier/later.")
     parser.add_argument("--layers", type=int, default=None, help="Hidden layers (default: the recipe's).")
+    parser.add_argument("--split-digits", action="store_true", help="Every digit its own token (train.tiny_model.split_digits).")
+    parser.add_argument("--model", default=None,
+                        help="Score (and train) this checkpoint instead of a fresh tiny model: a checkpoint directory or "
+                        "smollm2-135m; with --steps 0, what a pretrained model brings to the check.")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.model and (args.layers or args.split_digits):
+        parser.error("--layers and --split-digits shape a fresh tiny model; --model brings its own shape and tokenizer")
 
     import torch
 
     from deepresearcher.agent.session import make_template
     from deepresearcher.config import load_config
+    from deepresearcher.inference.loader import resolve_checkpoint
     from deepresearcher.train.drills import check_drills, drill_rows
     from deepresearcher.train.sft import next_token_loss, pad_rows, sft_optimizers
     from deepresearcher.train.tasks import ensure_training_worlds
@@ -72,6 +81,8 @@ def main(argv: list[str]) -> dict:
     shape = config.train.tiny_model
     if args.layers:
         shape = shape.model_copy(update={"num_layers": args.layers})
+    if args.split_digits:
+        shape = shape.model_copy(update={"split_digits": True})
     train_worlds, dev_world = ensure_training_worlds(config)
     assert dev_world is not None  # the quickstart trains on several worlds and holds one out
 
@@ -80,9 +91,12 @@ def main(argv: list[str]) -> dict:
         # check_drills(n) is a prefix of check_drills(m > n) for one seed: drawing more keeps the default kinds' drills
         return select(check_drills(worlds, int(2 * count / share), seed), args.kind, args.direction)[:count]
 
-    corpus = [f"{d.question} {d.thought(True)} {d.answer}" for d in drills(train_worlds, 20_000, seed=-1)]
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_tiny_checkpoint(corpus, Path(tmp) / "model", shape, seed=args.seed)
+        if args.model:
+            model_dir = resolve_checkpoint(args.model, config.resolved_cache_dir())
+        else:
+            corpus = [f"{d.question} {d.thought(True)} {d.answer}" for d in drills(train_worlds, 20_000, seed=-1)]
+            model_dir = build_tiny_checkpoint(corpus, Path(tmp) / "model", shape, seed=args.seed)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir).train()
     template = make_template(tokenizer, config)
@@ -119,5 +133,6 @@ def main(argv: list[str]) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         for optimizer in optimizers:
             optimizer.step()
-    return {"benchmark": "drills", "kind": args.kind, "direction": args.direction, "layers": shape.num_layers, "batch": args.batch,
-            "optimizer": config.train.sft.optimizer, "chance": 0.5, "curve": curve}
+    return {"benchmark": "drills", "kind": args.kind, "direction": args.direction, "model": args.model or "tiny",
+            "layers": model.config.num_hidden_layers, "split_digits": None if args.model else shape.split_digits,
+            "batch": args.batch, "optimizer": config.train.sft.optimizer, "chance": 0.5, "curve": curve}

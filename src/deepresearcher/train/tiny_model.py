@@ -50,17 +50,22 @@ CHATML_TEMPLATE = (
 )
 
 
-def train_tokenizer(texts: Iterable[str], out_dir: Path, vocab_size: int = 2048) -> Path:
+def train_tokenizer(texts: Iterable[str], out_dir: Path, vocab_size: int = 2048, split_digits: bool = False) -> Path:
     """Train a byte-level BPE tokenizer on ``texts`` and save it, with the ChatML template, to ``out_dir``.
 
     Byte-level means any string (a URL, a name never seen in training) still encodes; the protocol
-    tags are added tokens so the model emits each one in a single step.
+    tags are added tokens so the model emits each one in a single step. ``split_digits`` keeps every digit
+    a token of its own (Qwen2.5 does the same): numbers then always read digit by digit, which is what
+    comparing two of them needs.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) if split_digits else byte_level
+    )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -137,6 +142,6 @@ def build_tiny_checkpoint(
 ) -> Path:
     """Tokenizer plus model in one directory, ready for ``from_pretrained``."""
     spec = spec or TinyModelConfig()
-    train_tokenizer(texts, out_dir, vocab_size=spec.vocab_size)
+    train_tokenizer(texts, out_dir, vocab_size=spec.vocab_size, split_digits=spec.split_digits)
     make_tiny_model(out_dir, spec, seed=seed)
     return out_dir
