@@ -55,8 +55,8 @@ def train_tokenizer(texts: Iterable[str], out_dir: Path, vocab_size: int = 2048,
 
     Byte-level means any string (a URL, a name never seen in training) still encodes; the protocol
     tags are added tokens so the model emits each one in a single step. ``split_digits`` keeps every digit
-    a token of its own (Qwen2.5 does the same): numbers then always read digit by digit, which is what
-    comparing two of them needs.
+    a token of its own (Qwen2.5 does the same), so two numbers always line up digit for digit; off in the
+    quickstart, where it did not teach the tiny model to compare them (docs/train.md, Two-entity tasks).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
