@@ -453,8 +453,9 @@ class AgentConfig(Section):
     max_concurrent_tools: int = Field(32, ge=1, description="Tool calls in flight at once, over all rollouts.")
     policy: str = Field(
         "smollm2",
-        description="Which policy generates: `smollm2` (embedded SmolLM2-135M-Instruct on CPU), a local model "
-        "directory, `vllm:` + a vLLM server URL (`http://host:8000/v1`) or a model path for vLLM in process, or "
+        description="Which policy generates: `smollm2` (embedded SmolLM2-135M-Instruct) or a local model directory "
+        "(vLLM in process on a CUDA GPU where vLLM is installed, else the local engine; `local:` + either keeps the "
+        "local engine), `vllm:` + a vLLM server URL (`http://host:8000/v1`) or a model path for vLLM in process, or "
         "`openai:` / `openai-chat:` + an OpenAI-compatible URL (completions / chat API; eval only, no token ids).",
     )
     policy_model: str | None = Field(
@@ -1042,6 +1043,21 @@ PROTOCOL_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {
 DeepResearcher ran a 32k context, ended an episode on its first malformed turn and validated at temperature 1.0."""
 
 
+class RuntimeConfig(Section):
+    """Where models run: one choice every path that loads a model honours (``inference.device``)."""
+
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Device of every model this process loads (policy, trainer, readers, judges): `auto` takes the "
+        "CUDA GPU when torch sees one, else the CPU; `cuda` fails early without one.",
+    )
+    cuda_graphs: bool = Field(
+        True,
+        description="On a CUDA GPU, the local engine replays its decode step as captured CUDA graphs over a static "
+        "KV cache (the same tokens, several times faster at small batches). No effect on the CPU.",
+    )
+
+
 class Config(Section):
     """The whole configuration of deepresearcher."""
 
@@ -1058,6 +1074,7 @@ class Config(Section):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     backends: BackendsConfig = Field(default_factory=BackendsConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     cache_dir: Path | None = Field(
         None, description="Root of deepresearcher's cache (worlds, indexes). Default: the platform user cache dir."
     )

@@ -55,10 +55,11 @@ async def test_logprobs_are_those_of_the_sampled_tokens(generator):
     """Each returned logprob equals the model's log-softmax (at the sampling temperature) of that token."""
     prompt = prompts(generator)[1]
     result = await generator.generate(prompt, SamplingParams(max_tokens=8, temperature=0.7))
-    full = torch.tensor([prompt + result.token_ids])
+    full = torch.tensor([prompt + result.token_ids], device=generator.model.device)  # where the loader put it
     with torch.no_grad():
         logits = generator.model(full).logits[0, len(prompt) - 1 : -1] / 0.7
-    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(result.token_ids).unsqueeze(-1)).squeeze(-1)
+    sampled = torch.tensor(result.token_ids, device=logits.device)
+    expected = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
     assert result.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
     await generator.aclose()
 

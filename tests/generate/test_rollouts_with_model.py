@@ -48,11 +48,11 @@ async def test_recomputed_logprobs_match_sampling_logprobs(tmp_path):
     for trajectory in trajectories:
         assert trajectory.termination in {"answer", "max_turns"}
         assert any(s.source == "env" for s in trajectory.segments)
-        ids = torch.tensor([trajectory.all_ids])
+        ids = torch.tensor([trajectory.all_ids], device=generator.model.device)  # where the loader put it
         with torch.no_grad():
             logp = torch.log_softmax(generator.model(ids).logits[0, :-1].float(), -1)
         scored = logp.gather(-1, ids[0, 1:].unsqueeze(-1)).squeeze(-1)[len(trajectory.prompt_ids) - 1 :]
-        mask = torch.tensor(trajectory.completion_mask, dtype=torch.bool)
-        sampled = torch.tensor(trajectory.completion_logprobs)
+        mask = torch.tensor(trajectory.completion_mask, dtype=torch.bool, device=scored.device)
+        sampled = torch.tensor(trajectory.completion_logprobs, device=scored.device)
         assert mask.sum() > 0
         assert torch.allclose(scored[mask], sampled[mask], atol=1e-3)

@@ -37,10 +37,11 @@ def test_batched_left_padded_sampling_logprobs_match_a_full_forward(tiny_model_d
     assert generator.prefill_tokens == sum(len(p) for p in prompts), "all three were sampled as one batch"
     for prompt, result in zip(prompts, results):
         assert len(result.token_ids) == len(result.logprobs) > 0
-        full = torch.tensor([prompt + result.token_ids])
+        full = torch.tensor([prompt + result.token_ids], device=model.device)
         with torch.no_grad():
             logits = model(full).logits[0, len(prompt) - 1 : -1] / 0.7
-        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(result.token_ids).unsqueeze(-1)).squeeze(-1)
+        sampled = torch.tensor(result.token_ids, device=logits.device)
+        expected = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
         assert result.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
         if result.finish_reason == "length":
             assert len(result.token_ids) == 12
@@ -146,10 +147,11 @@ def test_next_turn_reuses_the_sessions_cache_and_samples_as_a_full_forward_would
     turn_one_lengths = [len(prompt) - len(observation) for prompt, _ in results]
     assert cached.reused_tokens == sum(n - 1 for n in turn_one_lengths), "all but each turn's last sampled token"
     for prompt, result in results:
-        full = torch.tensor([prompt + result.token_ids])
+        full = torch.tensor([prompt + result.token_ids], device=model.device)
         with torch.no_grad():
             logits = model(full).logits[0, len(prompt) - 1 : -1] / 0.8
-        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(result.token_ids).unsqueeze(-1)).squeeze(-1)
+        sampled = torch.tensor(result.token_ids, device=logits.device)
+        expected = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
         assert result.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
 
     uncached = LocalEngine(model, tokenizer, seed=5, kv_cache_bytes=0)
@@ -181,8 +183,9 @@ def test_a_rewritten_turn_reuses_the_shared_start_and_samples_as_a_full_forward_
     assert first.token_ids[3:4] != rewrite[:1] or len(first.token_ids) <= 3
     assert generator.reused_tokens == len(prompt) + min(3, len(first.token_ids) - 1)
     assert generator.prefill_tokens == len(prompt) + len(second_prompt) - generator.reused_tokens
-    full = torch.tensor([second_prompt + second.token_ids])
+    full = torch.tensor([second_prompt + second.token_ids], device=model.device)
     with torch.no_grad():
         logits = model(full).logits[0, len(second_prompt) - 1 : -1] / 0.9
-    expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(second.token_ids).unsqueeze(-1)).squeeze(-1)
+    sampled = torch.tensor(second.token_ids, device=logits.device)
+    expected = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
     assert second.logprobs == pytest.approx(expected.tolist(), abs=2e-4)

@@ -1,9 +1,9 @@
 """Asynchronous GRPO (``train.async_grpo``): TRL's AsyncGRPOTrainer with our agent loop as its rollout worker.
 
 Real parts: a tiny model, the tiny world's tantivy index, TRL's trainer (its queue, drop rule, packing, loss and
-checkpoints), our engine. On the CPU, tree attention runs as ``train.async_cpu.tree_attention_cpu`` (checked here
-against a plain forward pass). The scorer of the end-to-end runs gives each episode a reward from its sampled
-tokens, so groups carry signal even from a random model and the weights move.
+checkpoints), our engine. On the CPU, tree attention runs with SDPA (``train.tree_attention``, checked against a
+plain forward pass in ``test_tree_attention.py``). The scorer of the end-to-end runs gives each episode a reward
+from its sampled tokens, so groups carry signal even from a random model and the weights move.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def _train(config: Config, model: Path, resume: bool = False):
 
     rollouts = Rollouts(config, seed=0)
 
-    def held_out(policy, tokenizer, step: int) -> dict[str, float]:  # the live policy on two tasks, as `train` does
+    def held_out(policy, tokenizer, step: int, *, vllm_llm=None) -> dict[str, float]:  # the live policy on two tasks
+        assert vllm_llm is None, "the asynchronous trainer has no colocated vLLM"
         result = evaluate_model(policy, tokenizer, _tasks(config)[-2:], rollouts, config)
         return {"heldout_f1": result.by_type()["all"]["f1"]}
 
@@ -173,37 +174,6 @@ def test_prompt_stream_is_a_seeded_sequence_of_epochs() -> None:
     assert first != [prompt_stream(tasks, 1, i)["id"] for i in range(10)]
 
 
-def test_cpu_tree_attention_matches_a_plain_forward(tiny_model_dir: Path) -> None:
-    """Two samples sharing a prefix, packed into TRL's trie and run through tree attention on the CPU, get the
-    log-probabilities each gets from its own plain forward pass."""
-    from transformers import AutoModelForCausalLM
-    from trl.experimental.async_grpo.packing import TREE_ATTENTION, TreeRow
-
-    from deepresearcher.train.async_cpu import enable_cpu
-
-    enable_cpu()
-    plain = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir)).eval()
-    tree = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), attn_implementation=TREE_ATTENTION).eval()
-    row = TreeRow()
-    samples = [[3, 17, 40, 41, 42, 43], [3, 17, 40, 55, 56]]
-    for ids in samples:
-        row.add({"input_ids": torch.tensor(ids), "completion_mask": torch.tensor([0, 0, 1] + [1] * (len(ids) - 3)),
-                 "old_log_probs": torch.zeros(len(ids)), "advantage": 0.0, "group_id": 0})
-    packed = row.pack()
-    kv = {"tree_kv_index": packed["tree_kv_index"], "tree_cu_seqlens_q": packed["tree_cu_seqlens_q"],
-          "tree_cu_seqlens_k": packed["tree_cu_seqlens_k"],
-          "tree_max_seqlen_q": int(packed["tree_max_seqlens"][0]), "tree_max_seqlen_k": int(packed["tree_max_seqlens"][1])}
-    with torch.no_grad():
-        logits = tree(input_ids=packed["input_ids"][None], position_ids=packed["position_ids"][None], **kv).logits[0]
-    got = logits.log_softmax(-1)[packed["token_index"], packed["shift_labels"][packed["token_index"]]]
-    want = []
-    for ids in samples:
-        lp = _logits(plain, ids).log_softmax(-1)
-        want += [lp[p - 1, ids[p]] for p in range(2, len(ids))]
-    assert len(packed["input_ids"]) < sum(map(len, samples))  # the shared prefix was forwarded once
-    torch.testing.assert_close(got, torch.stack(want), rtol=1e-5, atol=1e-5)
-
-
 def test_weight_transfer_pauses_decoding_and_loads_the_weights(tiny_model_dir: Path) -> None:
     """pause() holds the engine between forward passes; send_weights() of TRL's parameter stream makes the engine's
     logits the trainer's."""
@@ -281,7 +251,9 @@ def test_dry_run_names_the_trainer_and_several_processes_are_refused(monkeypatch
 
     config = load_config(None, ["train.async_grpo.enabled=true", "train.async_grpo.max_staleness=2"])
     assert plan(config)["trainer"].startswith("AsyncGRPOTrainer (max_staleness 2")
+    assert plan(config)["tree_attention"] == "sdpa (the trainer runs on the CPU)"
     assert plan(load_config(None, []))["trainer"].startswith("GRPOTrainer")
+    assert "tree_attention" not in plan(load_config(None, []))
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ConfigError, match="one process"):
         async_args(config, RunDir(tmp_path / "run"), [])

@@ -97,9 +97,10 @@ def test_activation_checkpointing_follows_our_config_not_trls_default(tmp_path: 
 @pytest.mark.parametrize("native", [True, False])
 def test_bf16_on_a_cpu_warns_only_where_bf16_is_emulated(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """bf16 autocast is ~1.4x faster on a CPU with native bf16 and slower where it is emulated: the plan says so."""
+    from deepresearcher.inference import device
     from deepresearcher.train import precision
 
-    monkeypatch.setattr(precision, "cuda_available", lambda: False)
+    monkeypatch.setattr(device, "on_gpu", lambda: False)
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     warnings = " ".join(plan(load_config(None, ["train.bf16=true"]))["warnings"])
     assert ("train.bf16 on this CPU is emulated" in warnings) is not native

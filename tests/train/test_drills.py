@@ -96,7 +96,7 @@ def test_sft_with_drills_learns_their_answers_and_packs_them_beside_the_batch(ti
     rows = [encode(f"{name} was born in Vesk Norland") for name in ("Alice", "Brown")]
     drills = [(ids, [0.0] * (len(ids) - 1) + [1.0]) for ids in rows]  # the loss on the last word only
 
-    ids, mask, weights = collate([episode], 0.0, 2048, 0, iter(drills * 2), drill_count=4)
+    ids, mask, weights = collate([episode], 0.0, 2048, 0, iter(drills * 2), drill_count=4, device="cpu")
     packed = pack(drills * 2, len(episode.all_ids))
     assert ids.shape == (1 + len(packed), len(episode.all_ids)) and ids[0].tolist() == episode.all_ids
     assert int(mask[1:].sum()) == sum(len(d[0]) for d in drills * 2) and float(weights[1:].sum()) == 4.0
@@ -104,7 +104,7 @@ def test_sft_with_drills_learns_their_answers_and_packs_them_beside_the_batch(ti
     def drill_loss(model_dir: Path) -> float:
         model = AutoModelForCausalLM.from_pretrained(model_dir)
         with torch.no_grad():
-            return float(next_token_loss(model, *pad_rows(drills, 0)))
+            return float(next_token_loss(model, *pad_rows(drills, 0, device=model.device)))
 
     cfg = SFTConfig(steps=30, batch_size=1, learning_rate=3e-3, optimizer="adamw", warmup_steps=0, check_drills=4,
                     two_entity_order="noted")

@@ -38,7 +38,7 @@ def test_weights_zero_on_prompt_one_on_policy_obs_weight_on_observations() -> No
 def test_weighted_loss_by_hand() -> None:
     """Uniform logits give CE = ln V per token, so the weighted mean is ln V whatever the weights;
     making one observation token certain lowers the loss by exactly its weighted share."""
-    ids, _, weights = collate([_trajectory()], 0.5, 100, pad_id=0)
+    ids, _, weights = collate([_trajectory()], 0.5, 100, pad_id=0, device="cpu")
     targets, target_weights = ids[0, 1:], weights[0, 1:]
     vocab = 16
     logits = torch.zeros(len(targets), vocab)
@@ -56,7 +56,7 @@ def test_next_token_loss_equals_the_full_logits_loss(tiny_model_dir: Path) -> No
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     short = Trajectory(segments=[Segment(source="prompt", token_ids=[5, 6, 7]),
                                  Segment(source="policy", token_ids=[11, 12], logprobs=[0.0, 0.0])])
-    ids, mask, weights = collate([_trajectory(), short], 0.3, 100, pad_id=0)
+    ids, mask, weights = collate([_trajectory(), short], 0.3, 100, pad_id=0, device=model.device)
 
     def full_logits_loss() -> torch.Tensor:
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
@@ -174,7 +174,7 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(tiny_model_dir: Path)
     assert id(model.get_input_embeddings().weight) in in_adamw
     assert id(model.get_output_embeddings().weight) in in_adamw
 
-    ids, mask, weights = collate([_trajectory()] * 2, 0.3, 100, pad_id=0)
+    ids, mask, weights = collate([_trajectory()] * 2, 0.3, 100, pad_id=0, device=model.device)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     optimizers = sft_optimizers(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02))
     losses = []

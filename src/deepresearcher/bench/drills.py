@@ -69,12 +69,12 @@ def main(argv: list[str]) -> dict:
 
     from deepresearcher.agent.session import make_template
     from deepresearcher.config import load_config
-    from deepresearcher.inference.loader import resolve_checkpoint
+    from deepresearcher.inference.loader import load_trainable, resolve_checkpoint
     from deepresearcher.train.drills import check_drills, drill_rows
     from deepresearcher.train.sft import next_token_loss, pad_rows, sft_optimizers
     from deepresearcher.train.tasks import ensure_training_worlds
     from deepresearcher.train.tiny_model import build_tiny_checkpoint
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     torch.manual_seed(args.seed)
     config = load_config("quickstart", ["train.eval_world=dev"])
@@ -98,7 +98,7 @@ def main(argv: list[str]) -> dict:
             corpus = [f"{d.question} {d.thought(True)} {d.answer}" for d in drills(train_worlds, 20_000, seed=-1)]
             model_dir = build_tiny_checkpoint(corpus, Path(tmp) / "model", shape, seed=args.seed)
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir).train()
+        model = load_trainable(model_dir)
     template = make_template(tokenizer, config)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     optimizers = sft_optimizers(model, config.train.sft)
@@ -110,7 +110,7 @@ def main(argv: list[str]) -> dict:
         with torch.no_grad():
             for drill in held_out:
                 options = [dataclasses.replace(drill, answer=c) for c in _candidates(drill)]
-                ids, mask, weights = pad_rows(drill_rows(options, template, terse=True), pad_id)
+                ids, mask, weights = pad_rows(drill_rows(options, template, terse=True), pad_id, device=model.device)
                 logps = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
                 scores = (logps.gather(-1, ids[:, 1:, None])[..., 0] * weights[:, 1:]).sum(-1)
                 kind = "two_page" if drill.answer in ("yes", "no") else "comparison"
@@ -127,7 +127,8 @@ def main(argv: list[str]) -> dict:
                           "seconds": round(time.perf_counter() - start, 1)})
         if step == args.steps:
             break
-        loss = next_token_loss(model, *pad_rows(pool[step * args.batch : (step + 1) * args.batch], pad_id))
+        loss = next_token_loss(model, *pad_rows(pool[step * args.batch : (step + 1) * args.batch], pad_id,
+                                                device=model.device))
         model.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -54,24 +54,26 @@ def _config(work: Path, args: argparse.Namespace) -> Any:
 
 
 def _raw_step(model: Any, ref: Any, trajectories: list[Any], micro: int, pad_id: int) -> tuple[float, int]:
-    """Reference forward plus micro-batched forward/backward with ``grpo_loss``; returns (seconds, tokens)."""
+    """Reference forward plus micro-batched forward/backward with ``grpo_loss``; returns (seconds, tokens).
+    Batches are built on the model's device."""
     import torch
 
     from deepresearcher.train.loss import grpo_loss
 
     start, tokens = time.perf_counter(), 0
+    device = model.device
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     for i in range(0, len(trajectories), micro):
         batch = trajectories[i : i + micro]
         width = max(len(t.all_ids) for t in batch)
-        ids = torch.full((len(batch), width), pad_id)
-        mask = torch.zeros((len(batch), width))
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        ids = torch.full((len(batch), width), pad_id, device=device)
+        mask = torch.zeros((len(batch), width), device=device)
+        attention = torch.zeros((len(batch), width), dtype=torch.long, device=device)
         for row, t in enumerate(batch):
             n, p = len(t.all_ids), len(t.prompt_ids)
-            ids[row, :n] = torch.tensor(t.all_ids)
+            ids[row, :n] = torch.tensor(t.all_ids, device=device)
             attention[row, :n] = 1
-            mask[row, p:n] = torch.tensor(t.completion_mask, dtype=torch.float)
+            mask[row, p:n] = torch.tensor(t.completion_mask, dtype=torch.float, device=device)
         tokens += int(attention.sum())
         with torch.no_grad():
             ref_lp = torch.log_softmax(ref(input_ids=ids, attention_mask=attention).logits[:, :-1], -1)
@@ -80,8 +82,8 @@ def _raw_step(model: Any, ref: Any, trajectories: list[Any], micro: int, pad_id:
         logp_all = torch.log_softmax(logits, -1)
         logps = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         entropies = -(logp_all.exp() * logp_all).sum(-1)
-        parts = grpo_loss(logps, logps.detach(), torch.randn(len(batch)), mask[:, 1:], ref_logps=ref_lp,
-                          kl_coef=0.001, entropies=entropies, entropy_coef=0.001)
+        parts = grpo_loss(logps, logps.detach(), torch.randn(len(batch), device=device), mask[:, 1:],
+                          ref_logps=ref_lp, kl_coef=0.001, entropies=entropies, entropy_coef=0.001)
         parts.loss.backward()
     optimizer.step()
     optimizer.zero_grad()
@@ -91,8 +93,9 @@ def _raw_step(model: Any, ref: Any, trajectories: list[Any], micro: int, pad_id:
 def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", turns: int = 6,
         tokens_per_turn: int = 64, micro_batch: int = 32) -> dict[str, Any]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from deepresearcher.inference.loader import load_trainable
     from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.quickstart import tokenizer_corpus
     from deepresearcher.train.rollout import Rollouts, task_dict
@@ -115,8 +118,8 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
             model_dir = build_tiny_checkpoint(tokenizer_corpus(world, tasks[:200], episodes), work / "model",
                                               config.train.tiny_model)
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-            model = AutoModelForCausalLM.from_pretrained(str(model_dir))
-            ref = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
+            model = load_trainable(model_dir)
+            ref = load_trainable(model_dir).eval()  # float32, as TRL's reference model
             batch = [t for t in tasks[:prompts] for _ in range(group)]
             start = time.perf_counter()
             with torch.no_grad():

@@ -14,5 +14,10 @@ SetOption = typer.Option(None, "--set", help="Override a config field: --set sea
 
 
 def resolve_config(config: Path | None, overrides: list[str] | None) -> Config:
-    """Load the config file (or defaults) with the command line's --set overrides."""
-    return load_config(config, overrides or [])
+    """Load the config file (or defaults) with the command line's --set overrides, and set the process's
+    device choice from it (``runtime.device``), so every model the command loads goes there."""
+    from deepresearcher.inference import device
+
+    loaded = load_config(config, overrides or [])
+    device.configure(loaded.runtime.device)
+    return loaded

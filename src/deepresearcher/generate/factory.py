@@ -3,12 +3,17 @@
 This is the only place a policy generator is built: ``research``, ``eval`` and training (which passes
 the model it is training, or its colocated vLLM engine) all come here.
 
-    smollm2                     embedded SmolLM2-135M-Instruct (the local engine, CPU/GPU, offline)
-    /path/to/checkpoint         a local model directory (the local engine)
+    smollm2                     embedded SmolLM2-135M-Instruct (offline)
+    /path/to/checkpoint         a local model directory
+    local:smollm2, local:/path  either, always on the local engine
     vllm:http://host:8000/v1    a vLLM server (token ids in and out)
     vllm:/path/or/hub-name      vLLM's AsyncLLM in this process
     openai:https://host/v1      any OpenAI-compatible completions server (text only: evaluation)
     openai-chat:https://host/v1 a chat-completions-only API (hosted models; ChatML tokenizer; evaluation)
+
+A local model (an embedded name or a directory) decodes with vLLM's in-process engine when this process runs
+its models on a CUDA GPU (``inference.device``) and vLLM is installed, so ``eval`` and ``research`` run at
+vLLM's speed; else with the local engine (``inference.engine``). ``local:`` keeps the local engine anywhere.
 
 Server policies need a local tokenizer for the chat template: ``agent.tokenizer`` (a directory, or
 ``qwen2.5`` for the offline Qwen2.5 vocabulary), else the model directory or name itself.
@@ -16,12 +21,16 @@ Server policies need a local tokenizer for the chat template: ``agent.tokenizer`
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 from pathlib import Path
 from typing import Any
 
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 from deepresearcher.generate.base import Generator
+
+logger = logging.getLogger(__name__)
 
 
 def load_tokenizer(name: str, config: Config) -> Any:
@@ -85,16 +94,43 @@ def make_policy(
             return VLLMServerGenerator(target, agent.policy_model, api_key_env=agent.policy_api_key_env), tokenizer
         from deepresearcher.generate.vllm_gen import VLLMEngineGenerator
 
-        return VLLMEngineGenerator(target), tokenizer
+        return VLLMEngineGenerator(target, seed=seed), tokenizer
     from deepresearcher.inference.embedded import EMBEDDED_NAMES
 
-    if policy in EMBEDDED_NAMES or Path(policy).is_dir():
+    forced_local = bool(sep) and kind == "local"
+    name = target.strip() if forced_local else policy
+    if name in EMBEDDED_NAMES or Path(name).is_dir():
+        use_vllm, why = (False, "agent.policy says local:") if forced_local else vllm_for_local_models()
+        if use_vllm:
+            from deepresearcher.generate.vllm_gen import VLLMEngineGenerator
+            from deepresearcher.inference.loader import resolve_checkpoint
+
+            checkpoint = resolve_checkpoint(name, config.resolved_cache_dir())
+            logger.info("agent.policy=%s: vLLM in process (%s; `local:%s` keeps the local engine)", policy, why, name)
+            return VLLMEngineGenerator(str(checkpoint), seed=seed), load_tokenizer(agent.tokenizer or name, config)
         from deepresearcher.inference.engine import LocalEngine
         from deepresearcher.inference.loader import load_model
 
-        model, tokenizer = load_model(policy, config.resolved_cache_dir())
+        logger.info("agent.policy=%s: the local engine (%s)", policy, why)
+        model, tokenizer = load_model(name, config.resolved_cache_dir())
         return LocalEngine(model, tokenizer, **local), tokenizer
     raise ConfigError(
-        f"agent.policy={policy!r} is not a policy: use `smollm2`, a model directory, `vllm:http://host:8000/v1`, "
-        "`vllm:<model path>`, `openai:https://host/v1` or `openai-chat:https://host/v1`."
+        f"agent.policy={policy!r} is not a policy: use `smollm2`, a model directory, `local:` + either, "
+        "`vllm:http://host:8000/v1`, `vllm:<model path>`, `openai:https://host/v1` or `openai-chat:https://host/v1`."
     )
+
+
+def vllm_for_local_models() -> tuple[bool, str]:
+    """Whether a local ``agent.policy`` decodes with vLLM in this process, and why: only where this process runs
+    its models on a CUDA GPU (``inference.device``) and vLLM imports; vLLM is not imported to find out."""
+    from deepresearcher.inference import device
+
+    if not device.on_gpu():
+        return False, "models run on the CPU here"
+    try:
+        installed = importlib.util.find_spec("vllm") is not None
+    except ValueError:  # already imported, by a module built in code (no spec): importable
+        installed = True
+    if not installed:
+        return False, "vllm is not installed"
+    return True, "a CUDA GPU and vllm are here"

@@ -10,8 +10,9 @@ a recomputed one) with group advantages computed when the group finished.
 
 What differs from the synchronous trainer, all TRL's ``AsyncGRPOTrainer`` as shipped: no reference model,
 so no KL penalty (``train.kl_coef``), and no entropy bonus (``train.entropy_coef``); the token mean is taken
-per micro-batch; micro-batches are packed padding-free into a prefix trie (``train.async_cpu`` runs that on
-the CPU). A step is still ``prompts_per_step x group_size`` samples, now whichever groups finish first.
+per micro-batch; micro-batches are packed padding-free into a prefix trie, attended by the tree attention
+``train.tree_attention`` chooses (FlashAttention-3 from the local cache, flash-attn, or SDPA on any device).
+A step is still ``prompts_per_step x group_size`` samples, now whichever groups finish first.
 
 ``AsyncAgentTrainer`` adds the one thing TRL keeps for its own worker only: the rollout stream's position
 and the policy version in each checkpoint (``rollout_state.json``), so ``--resume`` continues the stream
@@ -31,7 +32,6 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
-from deepresearcher.train import precision
 from deepresearcher.train.grpo import HeldOut, RolloutStats, TrainResult, _trainer_callbacks, open_run, step_shape, trainer_arguments
 from deepresearcher.train.run_dir import RunDir
 
@@ -147,9 +147,8 @@ def _rollout_engine(config: Config, model_path: str | Path, tokenizer: Any) -> t
     """The worker's generator and the weight transfer into it. In process: a local engine over its own copy of
     the policy and ``EngineWeightTransfer``. With ``train.use_vllm``: the vLLM server at
     ``train.async_grpo.vllm_server_url`` and TRL's own NCCL transfer (``None`` makes the trainer build it)."""
-    from transformers import AutoModelForCausalLM
-
     from deepresearcher.generate.factory import make_policy
+    from deepresearcher.inference.loader import load_trainable
     from deepresearcher.train.async_worker import EngineWeightTransfer
 
     cfg = config.train
@@ -157,9 +156,8 @@ def _rollout_engine(config: Config, model_path: str | Path, tokenizer: Any) -> t
         from deepresearcher.generate.vllm_gen import VLLMServerGenerator
 
         return VLLMServerGenerator(cfg.async_grpo.vllm_server_url.rstrip("/") + "/v1"), None
-    model = AutoModelForCausalLM.from_pretrained(str(model_path)).eval()
-    if precision.cuda_available():
-        model = model.to("cuda")
+    # float32 like the trainer's copy, so the weights sent into it each sync are the trainer's exactly
+    model = load_trainable(model_path).eval()
     engine, _ = make_policy(config, model=model, tokenizer=tokenizer, seed=cfg.seed,
                             max_batch_size=inflight_groups(config) * cfg.group_size)
     return engine, EngineWeightTransfer(engine)
@@ -181,7 +179,7 @@ def train_async_grpo(
     import datasets
     from transformers import AutoTokenizer, PrinterCallback
 
-    from deepresearcher.train.async_cpu import enable_cpu, install_tree_attention, plain_attention
+    from deepresearcher.train.tree_attention import install_tree_attention, plain_attention, unknown_peak_flops_on_cpu
     from deepresearcher.train.async_worker import AgentRolloutWorker
     from deepresearcher.train.grpo import _tensorboard_installed
 
@@ -191,7 +189,7 @@ def train_async_grpo(
     if cfg.kl_coef or cfg.entropy_coef:
         logger.warning("train.async_grpo: TRL's AsyncGRPOTrainer has no reference model and no entropy bonus; "
                        "train.kl_coef=%g and train.entropy_coef=%g are not applied.", cfg.kl_coef, cfg.entropy_coef)
-    enable_cpu()
+    unknown_peak_flops_on_cpu()
     run, checkpoint = open_run(config, resume)
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     if tokenizer.pad_token is None:
@@ -207,10 +205,10 @@ def train_async_grpo(
     if report_to:
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.tensorboard_dir)
 
-    def held_out_plain(model: Any, tok: Any, step: int) -> dict[str, float]:
+    def held_out_plain(model: Any, tok: Any, step: int, *, vllm_llm: Any = None) -> dict[str, float]:
         assert held_out is not None
         with plain_attention(model):
-            return held_out(model, tok, step)
+            return held_out(model, tok, step, vllm_llm=vllm_llm)
 
     trainer = _trainer_class()(
         model=str(model_path),
@@ -222,7 +220,7 @@ def train_async_grpo(
         rollout_worker=worker,
         weight_transfer=transfer,
     )
-    install_tree_attention()
+    install_tree_attention(half_precision=cfg.bf16)
     trainer.remove_callback(PrinterCallback)
     start = time.perf_counter()
     try:

@@ -24,12 +24,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from deepresearcher.agent.session import episode_plan
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, TrainConfig, dump_config
 from deepresearcher.errors import ConfigError
+from deepresearcher.inference import device
 from deepresearcher.train import precision
 from deepresearcher.train.collapse import CollapseWatch
 from deepresearcher.train.loss import zero_signal_groups, zero_signal_share
@@ -132,7 +133,7 @@ def trainer_arguments(config: Config, run: RunDir, report_to: list[str]) -> dict
         logging_steps=1,
         report_to=report_to,
         disable_tqdm=True,
-        use_cpu=not precision.cuda_available(),
+        use_cpu=device.current().type == "cpu",  # the one device choice (runtime.device), for TRL's accelerator too
         dataloader_num_workers=0,
         log_completions=False,
     )
@@ -204,11 +205,13 @@ class GRPORollouts:
         self.cfg = cfg
         self.tokenizer = tokenizer
         self.latest = RolloutStats()
+        self.trainer: Any = None  # the latest step's: its colocated vLLM serves the held-out evaluation too
 
     def __call__(self, prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
         import torch
 
         start = time.perf_counter()
+        self.trainer = trainer
         step = trainer.state.global_step + 1
         batch = [self.tasks[p] for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -327,8 +330,24 @@ def log_to_trainer(trainer: Any, values: dict[str, float]) -> None:
             buffer["train"][name].append(value)
 
 
-# (live model, tokenizer, step) -> held-out metrics merged into that step's metrics line; see ``pipeline.run_grpo``.
-HeldOut = Callable[[Any, Any, int], dict[str, float]]
+class HeldOut(Protocol):
+    """(live model, tokenizer, step; the trainer's colocated ``vllm.LLM`` with the same weights, or None) -> held-out
+    metrics merged into that step's metrics line; see ``pipeline.run_grpo``."""
+
+    def __call__(self, model: Any, tokenizer: Any, step: int, *, vllm_llm: Any = None) -> dict[str, float]: ...
+
+
+def colocated_vllm(trainer: Any) -> Any:
+    """TRL's colocated ``vllm.LLM`` holding ``trainer``'s current weights, or None when the trainer samples in
+    process. The weights are loaded now if an optimizer step came since TRL last loaded them, as TRL's ``_generate``
+    does before a step's rollouts (which then skips the load): an evaluation at a step's end decodes that step's
+    policy, at vLLM's speed."""
+    if trainer is None or not trainer.use_vllm:
+        return None
+    if trainer.state.global_step != trainer._last_loaded_step:
+        trainer.vllm_generation.sync_weights()
+        trainer._last_loaded_step = trainer.state.global_step
+    return trainer.vllm_generation.llm
 
 
 def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, cfg: TrainConfig, show_progress: bool,
@@ -350,7 +369,8 @@ def _trainer_callbacks(rollouts: GRPORollouts, run: RunDir, cfg: TrainConfig, sh
             model.eval()
             try:
                 with torch.no_grad():
-                    rollouts.latest.values.update(held_out(model, rollouts.tokenizer, state.global_step))
+                    engine = colocated_vllm(getattr(rollouts, "trainer", None))  # the asynchronous trainer's has none
+                    rollouts.latest.values.update(held_out(model, rollouts.tokenizer, state.global_step, vllm_llm=engine))
             finally:
                 model.train(was_training)
 
@@ -457,11 +477,18 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
     warnings = []
     if cfg.use_vllm and importlib.util.find_spec("vllm") is None:
         warnings.append("train.use_vllm is true but vllm is not installed here (pip install vllm on the GPU machine).")
-    if cfg.use_vllm and not precision.cuda_available():
-        warnings.append("train.use_vllm expects a CUDA GPU; none is visible on this machine.")
+    if cfg.use_vllm and not device.on_gpu():
+        warnings.append("train.use_vllm expects a CUDA GPU, but models run on the CPU here (none is visible, or "
+                        "runtime.device=cpu).")
     if cfg.bf16 and precision.bf16_is_emulated():
         warnings.append("train.bf16 on this CPU is emulated (no AVX512-BF16, AMX or Arm BF16) and slower than fp32: "
                         "set train.bf16=false.")
+    tree: dict[str, str] = {}
+    if cfg.async_grpo.enabled:  # the kernel the trie attends with, named before training starts
+        from deepresearcher.train.tree_attention import choose_tree_attention
+
+        choice = choose_tree_attention(on_gpu=device.on_gpu(), half_precision=cfg.bf16)
+        tree = {"tree_attention": f"{choice.name} ({choice.reason})"}
     return {
         "run_dir": str(cfg.runs_dir / cfg.run_name),
         "model": model or cfg.model or "(quickstart tiny model)",
@@ -480,8 +507,9 @@ def plan(config: Config, model: str | None = None) -> dict[str, Any]:
         "trl_loss_type": "dapo" if cfg.loss_aggregation == "token_mean" else "grpo",
         "trainer": (f"AsyncGRPOTrainer (max_staleness {cfg.async_grpo.max_staleness}; no KL, no entropy bonus)"
                     if cfg.async_grpo.enabled else "GRPOTrainer (synchronous)"),
+        **tree,
         "generation": "vLLM " + cfg.vllm_mode if cfg.use_vllm else "in-process transformers",
-        "device": "cuda" if precision.cuda_available() else "cpu",
+        "device": str(device.current()),
         "tensorboard": _tensorboard_installed(),
         "config_hash": config.config_hash(),
         "warnings": warnings,
@@ -522,8 +550,9 @@ def train_grpo(
     evaluates the live policy every ``train.eval_every`` steps.
     """
     import datasets
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from transformers import AutoTokenizer, PrinterCallback
 
+    from deepresearcher.inference.loader import load_trainable
     from deepresearcher.train.trl_trainer import LengthGroupedGRPOTrainer
 
     cfg = config.train
@@ -533,7 +562,7 @@ def train_grpo(
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(str(model_path))
+    model = load_trainable(model_path)
     by_id = {str(t["id"]): t for t in tasks}
     rollouts = GRPORollouts(by_id, collector, scorer, run, cfg, tokenizer)
     report_to = ["tensorboard"] if _tensorboard_installed() else []

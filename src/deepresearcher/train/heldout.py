@@ -87,21 +87,25 @@ def type_mean(summaries: list[dict[str, float]]) -> dict[str, float]:
 
 
 def evaluate(
-    model_dir: Path, tasks: list[dict[str, Any]], rollouts: Any, config: Config, batch: int = 256
+    model_dir: Path, tasks: list[dict[str, Any]], rollouts: Any, config: Config
 ) -> EvalResult:
     """Episodes of the model in ``model_dir`` on ``tasks`` as ``eval`` runs them (``eval.temperature``, greedy
-    by default), scored like RL rewards."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    by default), scored like RL rewards. The model is loaded for inference on the process's device
+    (``inference.loader``), a copy of its own: the directory is a run's output, evaluated once."""
+    from deepresearcher.inference.loader import load_checkpoint
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
-    return evaluate_model(model, tokenizer, tasks, rollouts, config, batch)
+    model, tokenizer = load_checkpoint(model_dir, shared=False)
+    return evaluate_model(model, tokenizer, tasks, rollouts, config)
 
 
 def evaluate_model(
-    model: Any, tokenizer: Any, tasks: list[dict[str, Any]], rollouts: Any, config: Config, batch: int = 256
+    model: Any, tokenizer: Any, tasks: list[dict[str, Any]], rollouts: Any, config: Config, *, vllm_llm: Any = None
 ) -> EvalResult:
-    """:func:`evaluate` with a loaded model (the trainer's live policy during training)."""
+    """:func:`evaluate` with a loaded model (the trainer's live policy during training), or with ``vllm_llm`` (the
+    trainer's colocated ``vllm.LLM`` holding the same weights, ``train.use_vllm``) decoding its turns.
+
+    The episodes run as one batch: all start together into one engine, which admits turns as they come
+    (``agent.max_concurrent_generations`` in flight per environment), so no episode waits for a chunk's slowest."""
     import torch
 
     from deepresearcher.train.quickstart_report import heldout_row
@@ -109,10 +113,9 @@ def evaluate_model(
 
     result = EvalResult()
     with torch.no_grad():
-        for start in range(0, len(tasks), batch):
-            chunk = tasks[start : start + batch]
-            for task, trajectory in zip(chunk, rollouts.collect(chunk, model, tokenizer, decoding="eval"), strict=True):
-                result.rows.append(heldout_row(task, trajectory, score_trajectory(trajectory, task, config)))
+        trajectories = rollouts.collect(tasks, model, tokenizer, vllm_llm=vllm_llm, decoding="eval")
+    for task, trajectory in zip(tasks, trajectories, strict=True):
+        result.rows.append(heldout_row(task, trajectory, score_trajectory(trajectory, task, config)))
     return result
 
 

@@ -100,7 +100,7 @@ def grpo_loss(
     else:
         loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     policy_loss = loss.detach()
-    entropy = torch.zeros((), dtype=logps.dtype)
+    entropy = torch.zeros((), dtype=logps.dtype, device=logps.device)
     if entropies is not None:
         entropy = (entropies * mask).sum() / tokens
         loss = loss - entropy_coef * entropy

@@ -153,8 +153,9 @@ def run_grpo(
                                     for t in prompts))
     with _rollouts_for(config, rollouts, sets) as active:
 
-        def evaluate_live(policy: Any, tokenizer: Any, step: int) -> dict[str, float]:
-            result = evaluate_model(policy, tokenizer, held_out, active, config)
+        def evaluate_live(policy: Any, tokenizer: Any, step: int, *, vllm_llm: Any = None) -> dict[str, float]:
+            # with the trainer's colocated vLLM (train.use_vllm) the held-out turns decode there, as the rollouts do
+            result = evaluate_model(policy, tokenizer, held_out, active, config, vllm_llm=vllm_llm)
             run.write_jsonl(f"eval_step_{step:05d}.jsonl", result.rows)
             return {**{f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"},
                     **flat_rates(result.behaviours_by_type()["all"], prefix="heldout_behaviour/")}

@@ -10,6 +10,8 @@ leave a few dozen shapes: memory stays flat and the steps are faster.
 
 from __future__ import annotations
 
+from deepresearcher.inference import device
+
 BF16_WIDTH_MULTIPLE = 64  # tokens; a batch's width is rounded up to this under bf16 on the CPU
 
 
@@ -23,15 +25,9 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
-def cuda_available() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def bf16_is_emulated() -> bool:
-    """Whether bf16 autocast would run emulated here (no CUDA GPU, no native bf16 on the CPU): slower than fp32."""
-    return not cuda_available() and not cpu_has_native_bf16()
+    """Whether bf16 autocast would run emulated here (models on the CPU, which has no native bf16): slower than fp32."""
+    return not device.on_gpu() and not cpu_has_native_bf16()
 
 
 def bf16_width(width: int) -> int:

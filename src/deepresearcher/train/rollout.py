@@ -101,12 +101,14 @@ class Rollouts:
 
         self.calls += 1
         seed = self.seed * 100_003 + (self.calls if step is None else step)
-        generator, _ = make_policy(self.config, model=model, tokenizer=tokenizer, vllm_llm=vllm_llm, seed=seed,
-                                   max_batch_size=max(len(tasks), 1))
-        session = AgentSession(self.config, generator, tokenizer, self.toolboxes, decoding=decoding)
         by_world: dict[int, list[int]] = {}
         for i, task in enumerate(tasks):
             by_world.setdefault(task.get("world", 0), []).append(i)
+        # every episode starts at once; each world's loop keeps agent.max_concurrent_generations turns in flight
+        in_flight = min(len(tasks), self.config.agent.max_concurrent_generations * len(by_world))
+        generator, _ = make_policy(self.config, model=model, tokenizer=tokenizer, vllm_llm=vllm_llm, seed=seed,
+                                   max_batch_size=max(in_flight, 1))
+        session = AgentSession(self.config, generator, tokenizer, self.toolboxes, decoding=decoding)
 
         async def run_all() -> list[Trajectory]:
             # One engine per world, all sharing the generator, so a step's rollouts are still sampled as one batch.

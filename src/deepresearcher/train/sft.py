@@ -59,28 +59,28 @@ def next_token_loss(model: Any, input_ids: Any, attention_mask: Any, weights: An
 
 
 def collate(trajectories: list[Trajectory], obs_loss_weight: float, max_len: int, pad_id: int,
-            drills: Iterator[Row] | None = None, drill_count: int = 0) -> tuple[Any, Any, Any]:
-    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors, cut to ``max_len``; with
-    ``drills``, the next ``drill_count`` of them packed into extra rows no wider than the episodes'."""
+            drills: Iterator[Row] | None = None, drill_count: int = 0, *, device: Any) -> tuple[Any, Any, Any]:
+    """Right-padded ``input_ids``, ``attention_mask`` and loss ``weights`` tensors on ``device`` (the model's),
+    cut to ``max_len``; with ``drills``, the next ``drill_count`` of them packed into extra rows no wider than
+    the episodes'."""
     rows = [(t.all_ids[:max_len], token_weights(t, obs_loss_weight)[:max_len]) for t in trajectories]
     if drills is not None and drill_count:
         rows += pack([next(drills) for _ in range(drill_count)], max(len(ids) for ids, _ in rows))
-    return pad_rows(rows, pad_id)
+    return pad_rows(rows, pad_id, device=device)
 
 
-def pad_rows(rows: list[Row], pad_id: int) -> tuple[Any, Any, Any]:
-    """Token rows and their loss weights as right-padded ``input_ids``, ``attention_mask`` and ``weights``."""
+def pad_rows(rows: list[Row], pad_id: int, *, device: Any) -> tuple[Any, Any, Any]:
+    """Token rows and their loss weights as right-padded ``input_ids``, ``attention_mask`` and ``weights`` on
+    ``device``: the model's, which a caller must name (each tensor is copied there once, whole)."""
     import torch
 
     width = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    weights = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, (row_ids, row_w) in enumerate(rows):
-        ids[i, : len(row_ids)] = torch.tensor(row_ids)
-        mask[i, : len(row_ids)] = 1
-        weights[i, : len(row_w)] = torch.tensor(row_w)
-    return ids, mask, weights
+    padding = [width - len(row_ids) for row_ids, _ in rows]
+    ids = [row_ids + [pad_id] * pad for (row_ids, _), pad in zip(rows, padding, strict=True)]
+    mask = [[1] * len(row_ids) + [0] * pad for (row_ids, _), pad in zip(rows, padding, strict=True)]
+    weights = [row_w + [0.0] * (width - len(row_w)) for _, row_w in rows]
+    return (torch.tensor(ids, dtype=torch.long, device=device), torch.tensor(mask, dtype=torch.long, device=device),
+            torch.tensor(weights, dtype=torch.float32, device=device))
 
 
 def length_bucketed_batches(lengths: list[int], batch_size: int, seed: int, pool: int = 8) -> Iterator[list[int]]:
@@ -145,18 +145,20 @@ def train_sft(
 
     AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled
     each pass, from a generator seeded with ``cfg.seed``. ``bf16``: the forward pass under bfloat16
-    autocast (weights, gradients and optimizer state stay fp32), on the CPU as on a GPU.
+    autocast (weights, gradients and optimizer state stay fp32), on the CPU as on a GPU. The model trains on
+    the process's device (``runtime.device``, see ``inference.loader.load_trainable``) and each batch goes there.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from deepresearcher.inference.loader import load_trainable
 
     if not trajectories:
         raise ValueError("SFT needs at least one trajectory")
     if cfg.steps < 1:
         raise ConfigError("train.sft.steps is 0: set it to the number of SFT optimizer steps (configs/quickstart.yaml uses 900).")
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    model = AutoModelForCausalLM.from_pretrained(str(model_path))
-    model.train()
+    model = load_trainable(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     optimizers = sft_optimizers(model, cfg)
 
@@ -173,7 +175,7 @@ def train_sft(
     for step in range(cfg.steps):
         batch = [trajectories[i] for i in next(batches)]
         ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id, drill_stream,
-                                     cfg.check_drills)
+                                     cfg.check_drills, device=model.device)
         with torch.autocast(model.device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = next_token_loss(model, ids, mask, weights)
         model.zero_grad(set_to_none=True)

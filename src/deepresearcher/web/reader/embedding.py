@@ -40,15 +40,13 @@ def find_minilm_dir() -> Path:
 
 
 def load_minilm(model_dir: Path | None = None) -> tuple[Any, Any]:
-    """Load (once per process) the MiniLM encoder and tokenizer."""
+    """Load (once per process) the MiniLM encoder and tokenizer, on the process's device (``inference.loader``)."""
     path = model_dir or find_minilm_dir()
     with _lock:
         if path not in _loaded:
-            from transformers import AutoModel, AutoTokenizer
+            from deepresearcher.inference.loader import load_encoder
 
-            model = AutoModel.from_pretrained(str(path))
-            model.eval()
-            _loaded[path] = (model, AutoTokenizer.from_pretrained(str(path)))
+            _loaded[path] = load_encoder(path)
         return _loaded[path]
 
 
@@ -61,12 +59,12 @@ def embed(texts: list[str], model_dir: Path | None = None, batch_size: int = 32)
     with torch.inference_mode():
         for i in range(0, len(texts), batch_size):
             enc = tokenizer(texts[i : i + batch_size], padding=True, truncation=True, max_length=256,
-                            return_tensors="pt")
+                            return_tensors="pt").to(model.device)
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             rows.append(torch.nn.functional.normalize(pooled, dim=-1))
-    return torch.cat(rows) if rows else torch.empty(0, 384)
+    return torch.cat(rows) if rows else torch.empty(0, 384, device=model.device)
 
 
 class EmbeddingReader:
