@@ -47,6 +47,8 @@ def bench(
     spec.loader.exec_module(module)
     result = module.main([a for a in ctx.args if a != "--json"])
     typer.echo(json.dumps(result, indent=2))
+    if result.get("exit_code"):  # a benchmark that is also a check (bench gpu) fails the command when the check fails
+        raise typer.Exit(result["exit_code"])
 
 
 def register(app: typer.Typer) -> None:
