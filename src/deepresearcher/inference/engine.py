@@ -22,7 +22,17 @@ batch, so the event loop never waits on a forward pass:
   ``seed`` and ``session`` and its prompt length, so what a request samples does not depend on which
   other requests happened to share its batch (admission follows the clock; the samples must not);
 - **context guard**: a prompt that does not fit the model's positions is refused with the setting to
-  change, and no row samples past them.
+  change, and no row samples past them;
+- **static cache and CUDA graphs**: with ``static_cache`` on, the running batch's keys and values live in
+  static per-slot buffers and each decode step writes one column per row (``inference.static_decode``);
+  with ``cuda_graphs`` on (the default for a model on a CUDA GPU, where it turns ``static_cache`` on too)
+  that step is replayed as a CUDA graph. On the CPU both are off by default and the batch decodes over a
+  left-padded ``DynamicCache`` whose columns are trimmed and merged; ``static_cache=True`` runs the static
+  step eagerly there (what the tests compare against the dynamic path). Prefill is eager either way, and a
+  batch whose rows do not fit the static buffers' byte budget decodes over a ``DynamicCache`` until they
+  do. Graphs read the weights where they were at capture: whoever swaps weights between steps (holding
+  ``weights_lock``) copies them in place, as ``train.async_worker.EngineWeightTransfer`` does (a moved
+  parameter is noticed and the graphs are captured anew).
 
 Logprobs are ``log_softmax(logits / temperature)`` of the sampled token (before top-p), what the GRPO
 ratio compares against, since the trainer scores at the same temperature; greedy rows report the plain
@@ -43,10 +53,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepresearcher.errors import GenerationError
 from deepresearcher.inference.sampling import GenerationResult, SamplingParams
+
+if TYPE_CHECKING:
+    from deepresearcher.inference.static_decode import StaticDecoder
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +108,19 @@ class _Row:
 
 @dataclass
 class _Batch:
-    """The running batch: rows, their KV cache, attention mask, next input token and position."""
+    """The running batch: rows, their KV cache, attention mask, next input token and position.
+
+    ``static``: the rows' keys and values are in the engine's static buffers, row ``i`` in slot ``i`` holding
+    ``positions[i]`` tokens (``cache`` and ``attention`` are None); else ``cache`` is a left-padded
+    ``DynamicCache`` and ``attention`` marks each row's columns.
+    """
 
     rows: list[_Row]
     cache: Any
     attention: Any
     tokens: Any
     positions: Any
+    static: bool = False
 
 
 class LocalEngine:
@@ -119,7 +138,14 @@ class LocalEngine:
         seed: int = 0,
         kv_cache_bytes: int = 1 << 30,
         join_every: int = 8,
+        cuda_graphs: bool | None = None,
+        static_cache: bool | None = None,
+        static_cache_bytes: int | None = None,
     ) -> None:
+        """``cuda_graphs``: replay decode steps as CUDA graphs (None: on for a model on a CUDA GPU; needs one).
+        ``static_cache``: decode over static key/value buffers (None: as ``cuda_graphs``). ``static_cache_bytes``
+        bounds those buffers (None: a quarter of the GPU's memory, 1 GiB on the CPU); a batch that does not fit
+        decodes over a ``DynamicCache``. ``kv_cache_bytes`` bounds the sessions' kept keys and values."""
         self.model = model
         self.join_every = join_every
         self.tokenizer = tokenizer
@@ -157,6 +183,42 @@ class LocalEngine:
         self.reused_tokens = 0
         """Prompt tokens whose keys and values came from a session's cache instead."""
         self.sampled_tokens = 0
+        self.decode_steps = 0
+        """Decode steps run (after each admission's prefill)."""
+        self.static_steps = 0
+        """Of those, the steps run over the static cache (the rest over a ``DynamicCache``)."""
+        self._static = self._static_decoder(cuda_graphs, static_cache, static_cache_bytes)
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether decode steps are replayed as CUDA graphs (until a capture fails: then eagerly, logged)."""
+        return self._static is not None and self._static.graphs
+
+    def _static_decoder(self, cuda_graphs: bool | None, static_cache: bool | None,
+                        budget: int | None) -> StaticDecoder | None:
+        """The static-cache decoder the flags ask for (``__init__``), or None for the dynamic path."""
+        on_cuda = self.device.type == "cuda"
+        graphs = on_cuda if cuda_graphs is None else cuda_graphs
+        if graphs and not on_cuda:
+            raise GenerationError(f"cuda_graphs=True needs a model on a CUDA GPU; this one is on {self.device}.")
+        static = graphs if static_cache is None else static_cache
+        if graphs and not static:
+            raise GenerationError("cuda_graphs=True replays the static-cache decode step; "
+                                  "static_cache=False turns it off.")
+        if not static:
+            return None
+        from deepresearcher.inference.static_decode import StaticDecoder, supports_static_decode
+
+        why_not = supports_static_decode(self.model)
+        if why_not is not None:
+            logger.warning("decoding over a dynamic KV cache, not the static one: %s", why_not)
+            return None
+        if budget is None:
+            import torch
+
+            budget = torch.cuda.get_device_properties(self.device).total_memory // 4 if on_cuda else 1 << 30
+        return StaticDecoder(self.model, max_rows=self.max_batch_size, max_columns=self.max_context,
+                             budget_bytes=budget, graphs=graphs, cache_arg=self._cache_arg)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **kwargs: Any) -> LocalEngine:
@@ -257,6 +319,8 @@ class LocalEngine:
             await asyncio.to_thread(thread.join)
         self._prefixes.clear()
         self._cached_bytes = 0
+        if self._static is not None:
+            self._static.release()
 
     # --- the decode thread -------------------------------------------------------------------------
 
@@ -371,7 +435,8 @@ class LocalEngine:
         """Prefill newcomers together (each after its session's cached tokens) and merge them into the batch.
 
         Layout per newcomer row: ``[pad][cached keys/values][pad][new tokens]``; positions count only the
-        row's own tokens, so the gaps change nothing.
+        row's own tokens, so the gaps change nothing. Prefill is eager; :meth:`_join` then moves the rows
+        into the static cache when they fit it.
         """
         import torch
 
@@ -395,25 +460,62 @@ class LocalEngine:
         out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True,
                          logits_to_keep=1, **{self._cache_arg: self._cache_of(hits, cached, width_cached)})
         tokens, logprobs = self._sample(out.logits[:, -1, :], rows)
-        fresh_batch = _Batch(rows=rows, cache=make_roomy(out.past_key_values), attention=attention, tokens=tokens,
-                             positions=positions[:, -1] + 1)
+        fresh_batch = _Batch(rows=rows, cache=make_roomy(getattr(out, self._cache_arg)), attention=attention,
+                             tokens=tokens, positions=positions[:, -1] + 1)
         fresh_batch = self._select(fresh_batch, self._record(fresh_batch, tokens, logprobs))
-        if batch is None or not batch.rows:
-            return fresh_batch
         if not fresh_batch.rows:
             return batch
-        self.joined += len(fresh_batch.rows)
-        return self._merge(batch, fresh_batch)
+        if batch is not None and batch.rows:
+            self.joined += len(fresh_batch.rows)
+        return self._join(batch if batch is not None and batch.rows else None, fresh_batch)
+
+    def _join(self, batch: _Batch | None, fresh: _Batch) -> _Batch:
+        """The running batch (if any) with the freshly prefilled rows: in the static cache when every row fits
+        it (a dynamic batch moves there), else over a ``DynamicCache`` (a static batch moves out)."""
+        import torch
+
+        rows = (batch.rows if batch else []) + fresh.rows
+        need = max(len(row.prompt) + row.limit - 1 for row in rows)  # the last sampled token is never fed
+        if self._static is not None and self._static.reserve(len(rows), need, like=fresh.cache):
+            if batch is not None and not batch.static:
+                self._static.load(0, batch.cache, batch.attention, max(map(_filled, batch.rows)))
+            self._static.load(len(rows) - len(fresh.rows), fresh.cache, fresh.attention, max(map(_filled, fresh.rows)))
+            tokens, positions = fresh.tokens, fresh.positions
+            if batch is not None:
+                tokens, positions = torch.cat([batch.tokens, tokens]), torch.cat([batch.positions, positions])
+            return _Batch(rows=rows, cache=None, attention=None, tokens=tokens, positions=positions, static=True)
+        if batch is None:
+            return fresh
+        return self._merge(self._to_dynamic(batch) if batch.static else batch, fresh)
+
+    def _to_dynamic(self, batch: _Batch) -> _Batch:
+        """A static batch as a ``DynamicCache`` batch (its rows right-padded), for rows the static cache cannot hold."""
+        import torch
+
+        assert self._static is not None
+        columns = max(map(_filled, batch.rows))
+        attention = (torch.arange(columns, device=self.device) < batch.positions[:, None]).long()
+        return _Batch(rows=batch.rows, cache=self._static.export(len(batch.rows), columns), attention=attention,
+                      tokens=batch.tokens, positions=batch.positions)
 
     def _step(self, batch: _Batch) -> _Batch:
         """One decode step for every running row; finished rows leave, cache columns no row uses are trimmed."""
         import torch
 
+        self.decode_steps += 1
+        if batch.static:
+            assert self._static is not None
+            self.static_steps += 1
+            logits = self._static.forward(batch.tokens, batch.positions, max(map(_filled, batch.rows)) + 1)
+            tokens, logprobs = self._sample(logits, batch.rows)
+            stepped = _Batch(rows=batch.rows, cache=None, attention=None, tokens=tokens, positions=batch.positions + 1,
+                             static=True)
+            return self._select(stepped, self._record(stepped, tokens, logprobs))
         attention = torch.cat([batch.attention, batch.attention.new_ones((len(batch.rows), 1))], dim=1)
         out = self.model(input_ids=batch.tokens.unsqueeze(-1), attention_mask=attention,
                          position_ids=batch.positions.unsqueeze(-1), use_cache=True, **{self._cache_arg: batch.cache})
         tokens, logprobs = self._sample(out.logits[:, -1, :], batch.rows)
-        stepped = _Batch(rows=batch.rows, cache=out.past_key_values, attention=attention, tokens=tokens,
+        stepped = _Batch(rows=batch.rows, cache=getattr(out, self._cache_arg), attention=attention, tokens=tokens,
                          positions=batch.positions + 1)
         stepped = self._select(stepped, self._record(stepped, tokens, logprobs))
         used = stepped.attention.any(dim=0).nonzero()
@@ -431,8 +533,14 @@ class LocalEngine:
         if len(keep) == len(batch.rows):
             return batch
         index = torch.tensor(keep, dtype=torch.long, device=self.device)
+        rows = [batch.rows[i] for i in keep]
+        if batch.static:
+            assert self._static is not None
+            self._static.compact(keep, max(map(_filled, rows), default=0))
+            return _Batch(rows=rows, cache=None, attention=None, tokens=batch.tokens[index],
+                          positions=batch.positions[index], static=True)
         batch.cache.batch_select_indices(index)
-        return _Batch(rows=[batch.rows[i] for i in keep], cache=batch.cache, attention=batch.attention[index],
+        return _Batch(rows=rows, cache=batch.cache, attention=batch.attention[index],
                       tokens=batch.tokens[index], positions=batch.positions[index])
 
     @staticmethod
@@ -493,13 +601,19 @@ class LocalEngine:
         session = row.params.session
         if session is None or self._closed:
             return
-        slots = batch.attention[index].nonzero().squeeze(1)
-        layers = batch.cache.layers
-        per_slot = sum(layer.keys[index, :, 0].nbytes + layer.values[index, :, 0].nbytes for layer in layers)
-        nbytes = per_slot * len(slots)
+        columns = _filled(row)
+        static = self._static if batch.static else None
+        layers = [] if static else batch.cache.layers
+        per_token = static.bytes_per_token if static else sum(
+            layer.keys[index, :, 0].nbytes + layer.values[index, :, 0].nbytes for layer in layers)
+        nbytes = per_token * columns
         if self._cached_bytes + nbytes > self.kv_cache_bytes:  # sized before copying: no copy over budget
             return
-        kept = [(layer.keys[index][:, slots].clone(), layer.values[index][:, slots].clone()) for layer in layers]
+        if static:
+            kept = static.row(index, columns)
+        else:
+            slots = batch.attention[index].nonzero().squeeze(1)
+            kept = [(layer.keys[index][:, slots].clone(), layer.values[index][:, slots].clone()) for layer in layers]
         self._prefixes[session] = _Prefix(row.prompt + row.sampled[:-1], kept, nbytes)
         self._cached_bytes += nbytes
 
@@ -523,6 +637,11 @@ class LocalEngine:
                     values[i, :, width - c :] = hit.layers[layer][1]
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+
+def _filled(row: _Row) -> int:
+    """Tokens of ``row`` in the KV cache: its prompt and all it sampled but the last (the next one fed)."""
+    return len(row.prompt) + len(row.sampled) - 1
 
 
 def _shared_start(a: list[int], b: list[int]) -> int:
