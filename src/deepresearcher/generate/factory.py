@@ -67,7 +67,8 @@ def make_policy(
     training step samples all its rollouts together).
     """
     agent = config.agent
-    local = {"max_batch_size": max_batch_size or agent.max_batch_size, "batch_wait_s": agent.batch_wait_ms / 1000, "seed": seed}
+    local = {"max_batch_size": max_batch_size or agent.max_batch_size, "batch_wait_s": agent.batch_wait_ms / 1000,
+             "seed": seed, "cuda_graphs": None if config.runtime.cuda_graphs else False}  # None: on when on CUDA
     if vllm_llm is not None:
         from deepresearcher.generate.vllm_gen import VLLMColocatedGenerator
 
