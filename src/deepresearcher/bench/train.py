@@ -22,7 +22,13 @@ mode: wall time, samples/s, the trainer's idle share (synchronous: the rollout p
 asynchronous: blocked on an empty queue), the staleness histogram, the curve; and the wall time each took to
 reach the same held-out F1 (``--target-f1``, default the lower of the two runs' best).
 
-    deepresearcher bench train --slow-tools --model runs/quickstart/sft_model --steps 8 --prompts 8 --group 8
+A ratio of two runs made at different loads measures the load, so the two trainers alternate in one invocation
+(sync, async, sync, async, ...), one pair per ``--seeds`` entry (the training and delay seed), with the machine's
+calibration (``train.calibration``) measured right before each run. Each pair's ratios are reported, and their
+median with the lowest and highest beside it (``speedup_to_target``, ``speedup_samples_per_s``).
+
+    deepresearcher bench train --slow-tools --model runs/quickstart/sft_model --steps 8 --prompts 8 --group 8 \
+        --seeds 0,1,2
 """
 
 from __future__ import annotations
@@ -192,24 +198,47 @@ def time_to_target(curves: dict[str, list[dict[str, Any]]], target: float | None
                     for mode, curve in curves.items()}
 
 
+def spread(values: list[float | None]) -> dict[str, Any]:
+    """The median of the pairs' ratios with the lowest and highest beside it (pairs without a ratio left out)."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return {"median": None, "min": None, "max": None, "pairs": values}
+    return {"median": round(statistics.median(known), 2), "min": min(known), "max": max(known), "pairs": values}
+
+
+def pair_summary(seed: int, runs: dict[str, dict[str, Any]], target_f1: float | None) -> dict[str, Any]:
+    """One seed's synchronous and asynchronous runs side by side: the F1 both reached and how soon each did."""
+    target, reach = time_to_target({mode: run["heldout_curve"] for mode, run in runs.items()}, target_f1)
+    pair: dict[str, Any] = {"seed": seed, **runs, "target_heldout_f1": round(target, 4), "wall_s_to_target": reach,
+                            "speedup_to_target": None, "speedup_samples_per_s": None}
+    if reach.get("sync") and reach.get("async"):
+        pair["speedup_to_target"] = round(reach["sync"] / reach["async"], 2)
+    if "sync" in runs and "async" in runs:
+        pair["speedup_samples_per_s"] = round(runs["async"]["samples_per_s"] / runs["sync"]["samples_per_s"], 2)
+    return pair
+
+
 def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, group: int, micro_batch: int,
                median_s: float, p99_s: float, max_staleness: int, eval_every: int, eval_tasks: int,
-               target_f1: float | None, modes: list[str], overrides: list[str] | None = None) -> dict[str, Any]:
-    """Synchronous vs asynchronous GRPO with slow tools (module docstring)."""
+               target_f1: float | None, modes: list[str], overrides: list[str] | None = None,
+               seeds: list[int] | None = None) -> dict[str, Any]:
+    """Synchronous vs asynchronous GRPO with slow tools, alternated over ``seeds`` (module docstring)."""
     import torch
 
     from deepresearcher.config import load_config
     from deepresearcher.inference.loader import resolve_checkpoint
+    from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.heldout import evaluate
     from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.rollout import Rollouts
     from deepresearcher.train.run_dir import read_metrics
     from deepresearcher.train.tasks import task_sets
 
+    seeds = seeds or [0]
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     out: dict[str, Any] = {"rollouts_per_step": prompts * group, "steps": steps, "threads": torch.get_num_threads(),
                            "latency": {"distribution": "lognormal", "median_s": median_s, "p99_s": p99_s},
-                           "max_staleness": max_staleness}
+                           "max_staleness": max_staleness, "seeds": seeds, "order": [], "pairs": []}
     with tempfile.TemporaryDirectory() as tmp:
         shared = [f"train.runs_dir={tmp}", f"train.max_steps={steps}", f"train.prompts_per_step={prompts}",
                   f"train.group_size={group}", f"train.micro_batch_size={micro_batch}", f"train.save_every={eval_every}",
@@ -225,27 +254,27 @@ def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, gr
                 return summary["f1"], summary["f1_se"]
 
             out["start_heldout_f1"] = round(heldout_f1(Path(model))[0], 4)
-            curves: dict[str, list[dict[str, Any]]] = {}
-            for mode in modes:
-                config = load_config(config_path, [*shared, f"train.run_name={mode}",
-                                                   f"train.async_grpo.enabled={mode == 'async'}",
-                                                   "env.latency.distribution=lognormal", f"env.latency.median_s={median_s}",
-                                                   f"env.latency.p99_s={p99_s}"])
-                result = run_grpo(config, model=model, tasks=sets.grpo, show_progress=False)
-                metrics = read_metrics(result.run_dir / "metrics.jsonl")
-                out[mode] = _mode_summary(mode, metrics, prompts * group)
-                curves[mode] = _curve(result.run_dir, metrics, prompts * group, heldout_f1)
-                out[mode]["heldout_curve"] = curves[mode]
-                out[mode]["final_heldout_f1"] = curves[mode][-1]["heldout_f1"]
+            for seed in seeds:
+                runs: dict[str, dict[str, Any]] = {}
+                for mode in modes:  # sync, async, sync, async, ...: both trainers see the same hours of the machine
+                    config = load_config(config_path, [
+                        *shared, f"train.run_name={mode}-seed{seed}", f"train.seed={seed}",
+                        f"train.async_grpo.enabled={mode == 'async'}", "env.latency.distribution=lognormal",
+                        f"env.latency.median_s={median_s}", f"env.latency.p99_s={p99_s}", f"env.latency.seed={seed}"])
+                    calibration = measure_machine().sft_tokens_per_second
+                    result = run_grpo(config, model=model, tasks=sets.grpo, show_progress=False)
+                    metrics = read_metrics(result.run_dir / "metrics.jsonl")
+                    run = _mode_summary(mode, metrics, prompts * group)
+                    run["calibration_sft_tokens_per_s"] = calibration
+                    run["heldout_curve"] = _curve(result.run_dir, metrics, prompts * group, heldout_f1)
+                    run["final_heldout_f1"] = run["heldout_curve"][-1]["heldout_f1"]
+                    runs[mode] = run
+                    out["order"].append(f"{mode}:{seed}")
+                out["pairs"].append(pair_summary(seed, runs, target_f1))
         finally:
             evaluator.close()
-    target, reach = time_to_target(curves, target_f1)
-    out["target_heldout_f1"] = round(target, 4)
-    out["wall_s_to_target"] = reach
-    if reach.get("sync") and reach.get("async"):
-        out["speedup_to_target"] = round(reach["sync"] / reach["async"], 2)
-    if "sync" in out and "async" in out:
-        out["speedup_samples_per_s"] = round(out["async"]["samples_per_s"] / out["sync"]["samples_per_s"], 2)
+    out["speedup_to_target"] = spread([pair["speedup_to_target"] for pair in out["pairs"]])
+    out["speedup_samples_per_s"] = spread([pair["speedup_samples_per_s"] for pair in out["pairs"]])
     return out
 
 
@@ -268,6 +297,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--eval-tasks", type=int, default=200)
     parser.add_argument("--target-f1", type=float, default=None)
     parser.add_argument("--modes", default="sync,async")
+    parser.add_argument("--seeds", default="0,1,2",
+                        help="--slow-tools: one alternated pair of runs per seed (training and delay seed)")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         help="--slow-tools: a config override for both runs (repeatable), e.g. train.use_vllm=true")
     parser.add_argument("--json", action="store_true", help="accepted for symmetry; output is always JSON")
@@ -278,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "writes runs/quickstart/sft_model); a random model never calls one.")
         return slow_tools(a.model, a.config or "quickstart", a.steps, a.prompts, a.group, a.micro_batch,
                           a.median_s, a.p99_s, a.max_staleness, a.eval_every, a.eval_tasks, a.target_f1,
-                          a.modes.split(","), a.overrides)
+                          a.modes.split(","), a.overrides, [int(x) for x in a.seeds.split(",")])
     return run(a.prompts, a.group, a.steps, a.size, a.turns, a.tokens_per_turn, a.micro_batch)
 
 
