@@ -98,7 +98,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     from deepresearcher.config import TinyModelConfig
-    from deepresearcher.train.tiny_model import build_tiny_checkpoint
+    from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
 
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("tiny") / "model"

@@ -32,7 +32,7 @@ PACKAGE = Path(deepresearcher.__file__).parent
 LOADER = "inference/loader.py"
 EXCEPTIONS = {
     "inference/embedded.py": "the embedded GGUF's conversion to a float32 checkpoint, a file conversion on the CPU",
-    "train/tiny_model.py": "creating a random model from a config and saving it (creation, not loading)",
+    "quickstart/tiny_model.py": "creating a random model from a config and saving it (creation, not loading)",
 }
 MODEL_CLASS = re.compile(r"^(AutoModel\w*|\w+ForCausalLM)$")
 
@@ -225,7 +225,7 @@ def test_sft_step_builds_on_the_models_device(tiny_model_dir: Path, tmp_path: Pa
     """SFT puts each batch (episodes and drill rows) on the device the model trains on."""
     from deepresearcher.agent.trajectory import Segment, Trajectory
     from deepresearcher.config import SFTConfig
-    from deepresearcher.train.sft import train_sft
+    from deepresearcher.warmstart.sft import train_sft
 
     device.configure("cpu")
     data = [Trajectory(segments=[Segment(source="prompt", token_ids=[5, 6, 7]),

@@ -16,12 +16,15 @@ import deepresearcher
 PACKAGE = Path(deepresearcher.__file__).parent
 
 FORBIDDEN = {
-    "inference": ("generate", "llm", "agent", "train", "eval", "web", "cli"),
-    "llm": ("generate", "agent", "train", "eval", "cli"),
-    "generate": ("llm", "agent", "train", "eval", "cli"),
-    "web": ("agent", "train", "eval", "cli"),
-    "world": ("web", "agent", "train", "eval", "cli"),
-    "agent": ("train", "eval", "cli"),
+    "inference": ("generate", "llm", "agent", "train", "warmstart", "quickstart", "eval", "web", "cli"),
+    "llm": ("generate", "agent", "train", "warmstart", "quickstart", "eval", "cli"),
+    "generate": ("llm", "agent", "train", "warmstart", "quickstart", "eval", "cli"),
+    "web": ("agent", "train", "warmstart", "quickstart", "eval", "cli"),
+    "world": ("web", "agent", "train", "warmstart", "quickstart", "eval", "cli"),
+    "agent": ("train", "warmstart", "quickstart", "eval", "cli"),
+    "train": ("warmstart", "quickstart", "cli"),
+    "warmstart": ("quickstart", "cli"),
+    "quickstart": ("cli",),
 }
 
 

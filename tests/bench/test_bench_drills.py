@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deepresearcher.train.drills import Drill
+from deepresearcher.warmstart.drills import Drill
 
 DRILLS = [
     Drill("Were Ana Bel and Cor Dun born in the same city?", ("Ana Bel", "Cor Dun"), ("Eld", "Eld"), "yes"),

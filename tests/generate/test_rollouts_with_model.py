@@ -15,7 +15,7 @@ from deepresearcher.agent.loop import RolloutTask, run_rollouts
 from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.config import AgentConfig, TinyModelConfig
 from deepresearcher.inference.engine import LocalEngine
-from deepresearcher.train.tiny_model import build_tiny_checkpoint
+from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
 
 TEXTS = ["the capital of freedonia is fredville", "web_search browse_webpage answer think", "<tool_call>"] * 20
 

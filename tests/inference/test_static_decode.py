@@ -22,7 +22,7 @@ from deepresearcher.config import TinyModelConfig
 from deepresearcher.generate.base import SamplingParams
 from deepresearcher.inference.engine import LocalEngine
 from deepresearcher.inference.sampling import GenerationResult
-from deepresearcher.train.tiny_model import build_tiny_checkpoint
+from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
 
 TEXTS = ["the capital of freedonia is fredville", "search the web and browse pages", "who wrote the book"] * 20
 

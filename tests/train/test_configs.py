@@ -72,7 +72,7 @@ def test_skipping_sft_without_a_warm_start_is_refused(tmp_path: Path) -> None:
 
 def test_sft_and_grpo_with_zero_steps_say_what_to_set(tiny_model_dir: Path, tmp_path: Path) -> None:
     from deepresearcher.train.grpo import train_grpo
-    from deepresearcher.train.sft import train_sft
+    from deepresearcher.warmstart.sft import train_sft
 
     config = load_config(None, ["train.sft.steps=0", "train.max_steps=0", f"train.runs_dir={tmp_path}"])
     with pytest.raises(ConfigError, match="train.sft.steps"):

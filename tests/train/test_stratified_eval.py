@@ -107,7 +107,7 @@ def test_paired_gain_per_type_uses_the_same_tasks() -> None:
 
 
 def test_the_quickstart_tables_print_every_figure_with_its_standard_error() -> None:
-    from deepresearcher.train.quickstart import _format_table, format_gains
+    from deepresearcher.quickstart.recipe import _format_table, format_gains
 
     result = EvalResult(_rows("hop1", [1.0, 0.0, 1.0, 0.0], [0, 0, 0, 1], [2, 4, 2, 4]) + _rows("two_page", [0.5, 0.5], [0, 0], [1, 1]))
     table = _format_table("after GRPO", result)

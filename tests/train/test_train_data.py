@@ -195,7 +195,7 @@ def test_saved_demonstrations_load_from_research_and_eval_files_and_filter_by_f1
     from deepresearcher.config import RewardConfig
     from deepresearcher.data import load_file
     from deepresearcher.errors import DataError
-    from deepresearcher.train.demonstrations import (
+    from deepresearcher.warmstart.demonstrations import (
         good_enough,
         holds_trajectories,
         load_demonstrations,
@@ -313,7 +313,7 @@ def _check_replay(config, demos: Path) -> None:
     """Replayed demonstrations keep every recorded turn and observation, in the trained model's template."""
     from transformers import AutoTokenizer
 
-    from deepresearcher.train.demonstrations import (
+    from deepresearcher.warmstart.demonstrations import (
         load_demonstrations,
         replay_demonstrations,
     )

@@ -111,10 +111,10 @@ def sft(ctx: PartContext) -> dict[str, Any]:
     the steps after the first."""
     from transformers import AutoTokenizer
 
-    from deepresearcher.train.pipeline import sft_demonstrations
     from deepresearcher.train.rollout import Rollouts
-    from deepresearcher.train.sft import train_sft
     from deepresearcher.train.tasks import task_sets
+    from deepresearcher.warmstart.pipeline import sft_demonstrations
+    from deepresearcher.warmstart.sft import train_sft
 
     o = ctx.options
     # --tiny cuts episodes at 768 tokens: the CPU's logits over 152k words would otherwise take gigabytes a batch.

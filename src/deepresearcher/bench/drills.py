@@ -1,7 +1,7 @@
 """Can the quickstart's tiny model learn the two-entity check at all? Check drills alone, a learning curve.
 
 Workload: the quickstart recipe's tiny Qwen2 shape (``train.tiny_model``, fresh weights, a tokenizer trained
-on the drills' text), trained on check drills only (``train/drills.py``: the question, the last thought that
+on the drills' text), trained on check drills only (``warmstart/drills.py``: the question, the last thought that
 states both values, the answer; loss on the answer only) from the quickstart's training worlds, a new batch
 of drills every step, with the quickstart's SFT optimizers (Muon and AdamW, ``train.sft``). Every
 ``--eval-every`` steps, the accuracy on drills from the dev world: the share where the right answer's
@@ -70,10 +70,10 @@ def main(argv: list[str]) -> dict:
     from deepresearcher.agent.session import make_template
     from deepresearcher.config import load_config
     from deepresearcher.inference.loader import load_trainable, resolve_checkpoint
-    from deepresearcher.train.drills import check_drills, drill_rows
-    from deepresearcher.train.sft import next_token_loss, pad_rows, sft_optimizers
+    from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
     from deepresearcher.train.tasks import ensure_training_worlds
-    from deepresearcher.train.tiny_model import build_tiny_checkpoint
+    from deepresearcher.warmstart.drills import check_drills, drill_rows
+    from deepresearcher.warmstart.sft import next_token_loss, pad_rows, sft_optimizers
     from transformers import AutoTokenizer
 
     torch.manual_seed(args.seed)

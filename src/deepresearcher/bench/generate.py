@@ -33,7 +33,7 @@ def _generator(embedded: bool, workdir: Path, batch: int, **engine: Any) -> Loca
         from deepresearcher.inference.loader import load_model
 
         return LocalEngine(*load_model("smollm2", Config().resolved_cache_dir()), max_batch_size=batch, **engine)
-    from deepresearcher.train.tiny_model import build_tiny_checkpoint
+    from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
 
     texts = ["the capital of freedonia is fredville", "who founded the velmora works company"] * 50
     spec = TinyModelConfig(vocab_size=400, hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2,

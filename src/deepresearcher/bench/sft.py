@@ -32,8 +32,8 @@ def run_mode(bf16: bool, steps: int, seed: int) -> dict:
     from transformers import Qwen2ForCausalLM
 
     from deepresearcher.config import load_config
-    from deepresearcher.train.sft import next_token_loss
-    from deepresearcher.train.tiny_model import tiny_qwen2_config
+    from deepresearcher.quickstart.tiny_model import tiny_qwen2_config
+    from deepresearcher.warmstart.sft import next_token_loss
 
     shape = load_config("quickstart").train.tiny_model
     config = tiny_qwen2_config(shape, shape.vocab_size, pad_token_id=0, eos_token_id=1)

@@ -24,7 +24,7 @@ reach the same held-out F1 (``--target-f1``, default the lower of the two runs' 
 
 A ratio of two runs made at different loads measures the load, so the two trainers alternate in one invocation
 (sync, async, sync, async, ...), one pair per ``--seeds`` entry (the training and delay seed), with the machine's
-calibration (``train.calibration``) measured right before each run. Each pair's ratios are reported, and their
+calibration (``quickstart.calibration``) measured right before each run. Each pair's ratios are reported, and their
 median with the lowest and highest beside it (``speedup_to_target``, ``speedup_samples_per_s``).
 
     deepresearcher bench train --slow-tools --model runs/quickstart/sft_model --steps 8 --prompts 8 --group 8 \
@@ -102,11 +102,11 @@ def run(prompts: int = 4, group: int = 16, steps: int = 2, size: str = "tiny", t
     from transformers import AutoTokenizer
 
     from deepresearcher.inference.loader import load_trainable
+    from deepresearcher.quickstart.recipe import tokenizer_corpus
+    from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
     from deepresearcher.train.pipeline import run_grpo
-    from deepresearcher.train.quickstart import tokenizer_corpus
     from deepresearcher.train.rollout import Rollouts, task_dict
     from deepresearcher.train.run_dir import read_metrics
-    from deepresearcher.train.tiny_model import build_tiny_checkpoint
     from deepresearcher.web.local_world import ensure_world
     from deepresearcher.world import load_tasks
 
@@ -227,7 +227,7 @@ def slow_tools(model: str, config_path: str | None, steps: int, prompts: int, gr
 
     from deepresearcher.config import load_config
     from deepresearcher.inference.loader import resolve_checkpoint
-    from deepresearcher.train.calibration import measure_machine
+    from deepresearcher.quickstart.calibration import measure_machine
     from deepresearcher.train.heldout import evaluate
     from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.rollout import Rollouts

@@ -115,9 +115,9 @@ def _train_verl(cfg, dry_run: bool, resume: bool) -> None:  # noqa: ANN001
                           "every node can read, or a hub id) or set train.model.")
     model = cfg.train.model
     if not dry_run and model == "smollm2-135m":
-        from deepresearcher.train.models import resolve_policy
+        from deepresearcher.inference.loader import resolve_checkpoint
 
-        model = str(resolve_policy(model, cfg.resolved_cache_dir()))
+        model = str(resolve_checkpoint(model, cfg.resolved_cache_dir()))
     if Path(model).exists():
         model = str(Path(model).resolve())
     prepared = launch.prepare(cfg, model, resume=resume)
@@ -141,7 +141,7 @@ def sft(
     cfg = _load(config, overrides, model)
     if data:
         cfg.train.sft.data = _sources(data)
-    from deepresearcher.train.demonstrations import demonstration_sources
+    from deepresearcher.warmstart.demonstrations import demonstration_sources
 
     demonstration_sources(cfg)  # refuses question-only sources before anything loads
     out = out or cfg.train.runs_dir / cfg.train.run_name / "sft_model"
@@ -149,7 +149,7 @@ def sft(
     if dry_run:
         return
     _quiet_libraries()
-    from deepresearcher.train.pipeline import run_sft
+    from deepresearcher.warmstart.pipeline import run_sft
 
     result = run_sft(cfg, out=out)
     console.print(f"SFT: {result.steps} steps, loss {result.final_loss:.3f}, {result.tokens_per_second:.0f} tokens/s -> {out}")
@@ -166,7 +166,7 @@ def quickstart(
     from deepresearcher.train.grpo import plan
 
     cfg = resolve_config(config or RECIPES_DIR / "quickstart.yaml", overrides)  # the shipped recipe, from any folder
-    from deepresearcher.train.quickstart import require_world_data
+    from deepresearcher.quickstart.recipe import require_world_data
 
     require_world_data(cfg)
     console.print_json(json.dumps(plan(cfg, model)))
@@ -174,7 +174,7 @@ def quickstart(
         return
     _quiet_libraries()
     from deepresearcher.inference.loader import resolve_checkpoint
-    from deepresearcher.train.quickstart import run_quickstart
+    from deepresearcher.quickstart.recipe import run_quickstart
 
     policy = str(resolve_checkpoint(model, cfg.resolved_cache_dir())) if model else None
     summary = run_quickstart(cfg, model=policy, say=lambda text: console.print(text, markup=False, highlight=False))

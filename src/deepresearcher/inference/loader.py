@@ -10,7 +10,7 @@ This is also the only place a model is loaded into memory, always onto the proce
 (``inference.device.current()``, set from ``runtime.device``): :func:`load_checkpoint` for inference,
 :func:`load_trainable` for a copy to train, :func:`load_encoder` for the embedding reader's encoder.
 ``tests/test_device_choice.py`` fails on a model loaded anywhere else (the embedded GGUF's conversion to a
-checkpoint in ``inference.embedded`` is a file conversion on the CPU, and ``train.tiny_model`` creates a model
+checkpoint in ``inference.embedded`` is a file conversion on the CPU, and ``quickstart.tiny_model`` creates a model
 rather than loading one).
 """
 

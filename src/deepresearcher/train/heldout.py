@@ -15,7 +15,21 @@ from typing import Any
 from deepresearcher.config import Config
 from deepresearcher.train.stratify import ALL, TYPE_MEAN
 
+_TURN_FIELDS = {"text": True, "format_error": True, "tool_call": {"name", "arguments", "observation", "error"}}
 
+
+def heldout_row(task: dict[str, Any], trajectory: Any, scores: dict[str, Any]) -> dict[str, Any]:
+    """One held-out episode: id, type and scores, then the question, golds, answer and turns (tool calls included),
+    and its research behaviours (``eval.behaviours``)."""
+    from deepresearcher.eval.behaviours import behaviour_record
+
+    return {
+        "id": task["id"], "type": task.get("type", "task"), **scores,
+        "question": task["question"], "golds": list(task.get("golds", [])), "answer": trajectory.answer,
+        "termination": trajectory.termination,
+        "turns": [turn.model_dump(mode="json", include=_TURN_FIELDS) for turn in trajectory.turns],
+        "behaviour": behaviour_record(trajectory, task).to_dict(),
+    }
 
 
 @dataclass
@@ -108,7 +122,6 @@ def evaluate_model(
     (``agent.max_concurrent_generations`` in flight per environment), so no episode waits for a chunk's slowest."""
     import torch
 
-    from deepresearcher.train.quickstart_report import heldout_row
     from deepresearcher.train.rollout import score_trajectory
 
     result = EvalResult()

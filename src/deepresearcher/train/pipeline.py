@@ -1,14 +1,14 @@
-"""The training stages as functions of a config: ``run_sft(config)`` and ``run_grpo(config)``.
+"""GRPO as a function of a config: ``run_grpo(config)`` (its warm start's twin is ``warmstart.pipeline.run_sft``).
 
-They own the wiring every entry point needs (which checkpoint, which tasks, the rollouts against the
-environment, the scorer), so ``deepresearcher sft``/``train``, the quickstart and ``bench train`` differ
+It owns the wiring every entry point needs (which checkpoint, which tasks, the rollouts against the
+environment, the scorer), so ``deepresearcher train``, the quickstart and ``bench train`` differ
 only in what they print. A caller that already holds a :class:`Rollouts` (the quickstart runs
-every stage on one) passes it in; otherwise one is opened and closed here.
+every stage on one) passes it in; otherwise one is opened and closed here (``rollouts_for``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.rollout import Rollouts, score_trajectory
-from deepresearcher.train.tasks import TaskSets, mix_by_ratio, task_sets
+from deepresearcher.train.tasks import TaskSets, task_sets
 
 
 def warm_start(config: Config) -> Path:
@@ -34,7 +34,8 @@ def warm_start(config: Config) -> Path:
 
 
 @contextmanager
-def _rollouts_for(config: Config, given: Rollouts | None, sets: TaskSets | None = None) -> Iterator[Rollouts]:
+def rollouts_for(config: Config, given: Rollouts | None, sets: TaskSets | None = None) -> Iterator[Rollouts]:
+    """``given``, else a :class:`Rollouts` over the environments of ``sets`` (default the run's), closed on exit."""
     if given is not None:
         yield given
         return
@@ -44,82 +45,6 @@ def _rollouts_for(config: Config, given: Rollouts | None, sets: TaskSets | None 
         yield rollouts
     finally:
         rollouts.close()
-
-
-def sft_demonstrations(config: Config, rollouts: Rollouts, tasks: list[dict[str, Any]], tokenizer: Any,
-                       episodes: list[Any] | None = None) -> list[Trajectory]:
-    """The scripted oracle's episodes on ``tasks`` as token-level trajectories of the policy's template.
-
-    ``episodes``: the oracle's episodes if already run (the quickstart trains its tokenizer on them first).
-    """
-    sft = config.train.sft
-    if episodes is None:
-        episodes = rollouts.oracle_episodes(tasks, sft.snippet_only_fraction, sft.seed)
-    return rollouts.replay(tasks, episodes, tokenizer)
-
-
-def sft_drills(config: Config, tokenizer: Any) -> list[tuple[list[int], list[float]]] | None:
-    """The check drills of ``train.sft.check_drills`` (``train/drills.py``) for every SFT step, their values from
-    the training worlds' facts, as rows of this tokenizer's template; None when drills are off."""
-    from deepresearcher.agent.session import make_template
-    from deepresearcher.train.drills import check_drills, drill_rows
-    from deepresearcher.train.tasks import ensure_training_worlds
-
-    sft = config.train.sft
-    if not sft.check_drills:
-        return None
-    sources = sft.data if sft.data is not None else config.train.data
-    if not any(source.kind == "world" for source in sources):
-        raise ConfigError("train.sft.check_drills draws its values from a synthetic world's facts, and no SFT source "
-                          "is a world; set train.sft.check_drills=0.")
-    world_dirs, _ = ensure_training_worlds(config)
-    drills = check_drills(world_dirs, sft.check_drills * sft.steps, sft.seed)
-    return drill_rows(drills, make_template(tokenizer, config), terse=config.train.compact_prompt)
-
-
-def sft_data(config: Config, tokenizer: Any) -> list[Trajectory]:
-    """Every demonstration of the SFT sources (``train.sft.data``, else ``train.data``) in the policy's template:
-    the oracle's on the world's SFT tasks, saved trajectories (those scoring ``train.sft.min_f1``) replayed from
-    their records, mixed at the ratios."""
-    from deepresearcher.train.demonstrations import (
-        demonstration_sources,
-        good_enough,
-        load_demonstrations,
-        replay_demonstrations,
-    )
-
-    sources = demonstration_sources(config)
-    pools: list[list[Trajectory]] = []
-    for source in sources:
-        if source.kind == "world":
-            world = config.model_copy(update={"train": config.train.model_copy(update={"data": [source], "eval_data": None})})
-            sets = task_sets(world)
-            with _rollouts_for(world, None, sets) as active:
-                pools.append(sft_demonstrations(world, active, sets.sft, tokenizer))
-        else:
-            assert source.path is not None  # demonstration_sources checked it
-            demos = good_enough(load_demonstrations(source.path, source.limit), config.train.sft.min_f1, config.reward)
-            pools.append(replay_demonstrations(config, demos, tokenizer))
-    return mix_by_ratio(pools, [s.ratio for s in sources], config.train.sft.seed)
-
-
-def run_sft(
-    config: Config, *, out: Path | None = None, on_step: Callable[[int, float], None] | None = None,
-) -> Any:
-    """SFT of ``train.model`` on the demonstrations of :func:`sft_data`; saved to ``out`` (default
-    ``runs/<run_name>/sft_model``). Returns the ``SFTResult``."""
-    from transformers import AutoTokenizer
-
-    from deepresearcher.inference.loader import resolve_checkpoint
-    from deepresearcher.train.sft import train_sft
-
-    if config.train.model is None:
-        raise ConfigError("sft needs a model to start from: pass --model PATH or smollm2-135m (the quickstart makes one).")
-    policy = resolve_checkpoint(config.train.model, config.resolved_cache_dir())
-    out = out or config.train.runs_dir / config.train.run_name / "sft_model"
-    tokenizer = AutoTokenizer.from_pretrained(str(policy))
-    return train_sft(policy, sft_data(config, tokenizer), config.train.sft, out, bf16=config.train.bf16, on_step=on_step,
-                     drills=sft_drills(config, tokenizer))
 
 
 def run_grpo(
@@ -151,7 +76,7 @@ def run_grpo(
     run = RunDir(config.train.runs_dir / config.train.run_name)
     run.write_jsonl("tasks.jsonl", ({k: t[k] for k in ("id", "source", "type", "question", "golds") if k in t}
                                     for t in prompts))
-    with _rollouts_for(config, rollouts, sets) as active:
+    with rollouts_for(config, rollouts, sets) as active:
 
         def evaluate_live(policy: Any, tokenizer: Any, step: int, *, vllm_llm: Any = None) -> dict[str, float]:
             # with the trainer's colocated vLLM (train.use_vllm) the held-out turns decode there, as the rollouts do

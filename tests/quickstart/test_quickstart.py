@@ -124,8 +124,8 @@ def test_eval_and_research_run_the_trained_agent_as_the_quickstart_evaluated_it(
 def test_quickstart_trains_in_fp32_where_the_cpu_emulates_bf16(emulated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """bf16 autocast is slower than fp32 where the CPU has no native bf16: there the quickstart turns it off, aloud."""
     from deepresearcher.config import load_config
+    from deepresearcher.quickstart.recipe import _bf16_where_native
     from deepresearcher.train import precision
-    from deepresearcher.train.quickstart import _bf16_where_native
 
     monkeypatch.setattr(precision, "bf16_is_emulated", lambda: emulated)
     said: list[str] = []

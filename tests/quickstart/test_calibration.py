@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deepresearcher.train.calibration import CALIBRATION_VERSION, measure_machine
+from deepresearcher.quickstart.calibration import CALIBRATION_VERSION, measure_machine
 
 
 def test_calibration_times_the_fixed_sft_micro_batch_and_keeps_the_callers_random_state() -> None:

@@ -2,7 +2,7 @@
 
 The model (the quickstart's tiny Qwen2 shape, random weights from a fixed seed), the batch (random
 token ids of a fixed length, a fixed loss-weight pattern) and the number of optimizer steps never
-change, and the step is the SFT step itself (``train.sft.next_token_loss``, AdamW). So only the
+change, and the step is the SFT step itself (``warmstart.sft.next_token_loss``, AdamW). So only the
 machine changes the figure: its cores, their speed, the torch build and whatever else is running. Two
 reports with the same recipe and different timings can then be told apart: a slow machine shows a
 low figure, a slow recipe does not.
@@ -46,7 +46,7 @@ def measure_machine(steps: int = _STEPS) -> Calibration:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from deepresearcher.train.sft import next_token_loss
+    from deepresearcher.warmstart.sft import next_token_loss
 
     generator = torch.Generator().manual_seed(0)
     config = Qwen2Config(vocab_size=_VOCAB, hidden_size=_HIDDEN, intermediate_size=_MLP, num_hidden_layers=_LAYERS,

@@ -5,7 +5,7 @@ with ``train.sft.two_entity_order: noted``, writes both values side by side in i
 answers at chance (docs/train.md, "Two-entity tasks"). The failing step is the check itself (is 1879 before
 1960? is Baiburg Baiburg?), and a demonstration episode holds ~500 tokens for the one answer token that
 trains it. A drill is that last step only: the question, the oracle's last thought with both values
-(``oracle.values_thought``) and the answer, the values drawn from a training world's facts. Only the answer
+(``train.oracle.values_thought``) and the answer, the values drawn from a training world's facts. Only the answer
 carries loss: the drill's question and thought are context, so the model never learns to write values it
 has not read. ``train.sft.check_drills`` of them are packed into rows beside every SFT batch.
 """

@@ -11,7 +11,7 @@ import torch
 from deepresearcher.agent.trajectory import Segment, Trajectory
 from deepresearcher.config import SFTConfig, load_config
 from deepresearcher.train.precision import BF16_WIDTH_MULTIPLE
-from deepresearcher.train.sft import (
+from deepresearcher.warmstart.sft import (
     collate,
     next_token_loss,
     sft_loss,
@@ -102,7 +102,7 @@ def test_sft_on_oracle_trajectories_lowers_loss(tiny_model_dir: Path, tmp_path: 
 
 def test_length_bucketed_batches_cover_every_item_and_pad_little() -> None:
     """One pass yields every index once (full batches only), and batches group similar lengths."""
-    from deepresearcher.train.sft import length_bucketed_batches
+    from deepresearcher.warmstart.sft import length_bucketed_batches
 
     lengths = [10 * (i % 7) + 5 for i in range(64)]
     batches = length_bucketed_batches(lengths, batch_size=4, seed=1, pool=16)
@@ -161,8 +161,8 @@ def test_muon_takes_the_hidden_matrices_and_adamw_the_rest(tiny_model_dir: Path)
     embeddings or the output layer), AdamW everything else; a step through both moves both groups."""
     from transformers import AutoModelForCausalLM
 
-    from deepresearcher.train.muon import Muon
-    from deepresearcher.train.sft import sft_optimizers
+    from deepresearcher.warmstart.muon import Muon
+    from deepresearcher.warmstart.sft import sft_optimizers
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     muon, adamw = sft_optimizers(model, SFTConfig(optimizer="muon", learning_rate=1e-2, muon_learning_rate=0.02))

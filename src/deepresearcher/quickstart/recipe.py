@@ -72,14 +72,15 @@ def _bf16_where_native(config: Config, say: Say) -> Config:
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
     from deepresearcher.eval.behaviours import behaviour_record, rates_by_type
-    from deepresearcher.train.calibration import measure_machine
-    from deepresearcher.train.pipeline import run_grpo, sft_demonstrations, sft_drills
-    from deepresearcher.train.quickstart_report import write_quickstart_report
+    from deepresearcher.quickstart.calibration import measure_machine
+    from deepresearcher.quickstart.report import write_quickstart_report
+    from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
+    from deepresearcher.train.pipeline import run_grpo
     from deepresearcher.train.rollout import Rollouts, score_trajectory
     from deepresearcher.train.run_dir import RunDir
-    from deepresearcher.train.sft import train_sft
     from deepresearcher.train.tasks import task_sets
-    from deepresearcher.train.tiny_model import build_tiny_checkpoint
+    from deepresearcher.warmstart.pipeline import sft_demonstrations, sft_drills
+    from deepresearcher.warmstart.sft import train_sft
 
     config = _bf16_where_native(config, say)
     cfg = config.train

@@ -12,7 +12,7 @@ import pytest
 
 from deepresearcher.config import load_config
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.drills import check_drills, drill_rows, pack, world_facts
+from deepresearcher.warmstart.drills import check_drills, drill_rows, pack, world_facts
 
 
 def _facts(world: Path) -> dict[tuple[str, str], str]:
@@ -52,8 +52,8 @@ def test_world_facts_leave_hidden_facts_out(small_world: Path) -> None:
 def test_a_drill_row_is_the_engines_last_turn_with_loss_on_the_answer_only(world_config, small_world: Path,
                                                                            qwen_tokenizer, terse: bool) -> None:
     from deepresearcher.agent.session import make_template
-    from deepresearcher.train.demonstrations import RecordedToolBox
     from deepresearcher.train.rollout import replay_turns
+    from deepresearcher.warmstart.demonstrations import RecordedToolBox
 
     config = world_config.model_copy(update={"train": world_config.train.model_copy(update={"compact_prompt": terse})})
     drills = check_drills([small_world], 4, seed=0)
@@ -87,7 +87,7 @@ def test_sft_with_drills_learns_their_answers_and_packs_them_beside_the_batch(ti
 
     from deepresearcher.agent.trajectory import Segment, Trajectory
     from deepresearcher.config import SFTConfig
-    from deepresearcher.train.sft import collate, next_token_loss, pad_rows, train_sft
+    from deepresearcher.warmstart.sft import collate, next_token_loss, pad_rows, train_sft
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -118,7 +118,7 @@ def test_drills_need_a_last_thought_that_states_the_values(tmp_path: Path) -> No
         load_config(None, ["train.sft.check_drills=8"])
     config = load_config(None, [f"cache_dir={tmp_path}", "train.sft.check_drills=8", "train.sft.two_entity_order=noted",
                                 "train.data=[nq:train=1]"])
-    from deepresearcher.train.pipeline import sft_drills
+    from deepresearcher.warmstart.pipeline import sft_drills
 
     with pytest.raises(ConfigError, match="no SFT source is a world"):
         sft_drills(config, tokenizer=None)

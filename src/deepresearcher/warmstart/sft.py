@@ -30,8 +30,8 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import SFTConfig
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.drills import Row, pack
 from deepresearcher.train.output_layer import next_token_logits
+from deepresearcher.warmstart.drills import Row, pack
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def sft_optimizers(model: Any, cfg: SFTConfig) -> list[Any]:
     authors prescribe: Muon takes only matrices, so it needs a second optimizer beside it."""
     import torch
 
-    from deepresearcher.train.muon import Muon
+    from deepresearcher.warmstart.muon import Muon
 
     if cfg.optimizer == "adamw":
         return [torch.optim.AdamW(model.parameters(), lr=cfg.learning_rate, weight_decay=0.0)]
@@ -140,7 +140,7 @@ def train_sft(
 ) -> SFTResult:
     """Fine-tune ``model_path`` on ``trajectories`` and save model and tokenizer to ``out_dir``.
 
-    ``drills`` (``train.drills.drill_rows``): ``cfg.check_drills`` of them packed beside every batch, in order
+    ``drills`` (``warmstart.drills.drill_rows``): ``cfg.check_drills`` of them packed beside every batch, in order
     and round again when they run out.
 
     AdamW with linear warmup then cosine decay; batches are drawn without replacement, reshuffled

@@ -29,7 +29,7 @@ def test_protocol_tags_are_single_tokens(tiny_model_dir: Path) -> None:
 def test_split_digits_reads_every_year_digit_by_digit_where_bpe_would_merge_them(tmp_path: Path) -> None:
     """On a corpus full of years, plain BPE merges them unevenly (" 1912" one token, " 190" + "1" two), so two
     years cannot be compared digit for digit; ``split_digits`` keeps each digit a token of its own."""
-    from deepresearcher.train.tiny_model import train_tokenizer
+    from deepresearcher.quickstart.tiny_model import train_tokenizer
 
     years = [str(1850 + i % 150) for i in range(3000)]
     corpus = [f"It was founded in {a}, and the other in {b}." for a, b in zip(years, reversed(years), strict=True)]

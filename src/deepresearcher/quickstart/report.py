@@ -1,10 +1,10 @@
 """What the quickstart reports: held-out rows an auditor can read, the model beside the no-tools
 baselines, the machine's calibration figure beside the step timings, all on one page.
 
-``heldout_row`` is the row of one held-out episode (``eval_after_*.jsonl``): its scores plus the
+A held-out episode's row (``eval_after_*.jsonl``, ``train.heldout.heldout_row``) holds its scores plus the
 answer, the golds and every turn with its tool call, so a constant answer or a policy that never
 reads shows in the file itself. ``write_quickstart_report`` fits the no-tools baselines on the run's
-training tasks (never its held-out ones), measures the machine (``train.calibration``), and writes
+training tasks (never its held-out ones), measures the machine (``quickstart.calibration``), and writes
 ``summary.json``, ``report.html`` (held-out trajectories in the viewer) and one ``eval`` page per
 evaluation (``heldout_<stage>/report.html``, with the baselines).
 """
@@ -17,25 +17,10 @@ from collections.abc import Callable
 from typing import Any
 
 from deepresearcher.config import Config
-from deepresearcher.train.calibration import Calibration
+from deepresearcher.quickstart.calibration import Calibration
 from deepresearcher.train.run_dir import RunDir
 
-_TURN_FIELDS = {"text": True, "format_error": True, "tool_call": {"name", "arguments", "observation", "error"}}
 HELD_OUT = "held-out"
-
-
-def heldout_row(task: dict[str, Any], trajectory: Any, scores: dict[str, Any]) -> dict[str, Any]:
-    """One held-out episode: id, type and scores, then the question, golds, answer and turns (tool calls included),
-    and its research behaviours (``eval.behaviours``)."""
-    from deepresearcher.eval.behaviours import behaviour_record
-
-    return {
-        "id": task["id"], "type": task.get("type", "task"), **scores,
-        "question": task["question"], "golds": list(task.get("golds", [])), "answer": trajectory.answer,
-        "termination": trajectory.termination,
-        "turns": [turn.model_dump(mode="json", include=_TURN_FIELDS) for turn in trajectory.turns],
-        "behaviour": behaviour_record(trajectory, task).to_dict(),
-    }
 
 
 def _viewer_record(row: dict[str, Any]) -> dict[str, Any]:
@@ -123,8 +108,8 @@ def write_quickstart_report(
     )
     from deepresearcher.eval.behaviours import behaviour_rows
     from deepresearcher.eval.report import write_reports
+    from deepresearcher.quickstart.calibration import measure_machine
     from deepresearcher.reports import Table
-    from deepresearcher.train.calibration import measure_machine
     from deepresearcher.train.report import collapse_warnings, write_report
 
     types = {t["id"]: t.get("type", "task") for t in test_tasks}

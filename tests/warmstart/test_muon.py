@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deepresearcher.train.muon import Muon, orthogonalize
+from deepresearcher.warmstart.muon import Muon, orthogonalize
 
 torch.set_num_threads(1)
 
