@@ -16,15 +16,16 @@ import deepresearcher
 PACKAGE = Path(deepresearcher.__file__).parent
 
 FORBIDDEN = {
-    "inference": ("generate", "llm", "agent", "train", "warmstart", "quickstart", "eval", "web", "cli"),
-    "llm": ("generate", "agent", "train", "warmstart", "quickstart", "eval", "cli"),
-    "generate": ("llm", "agent", "train", "warmstart", "quickstart", "eval", "cli"),
-    "web": ("agent", "train", "warmstart", "quickstart", "eval", "cli"),
-    "world": ("web", "agent", "train", "warmstart", "quickstart", "eval", "cli"),
-    "agent": ("train", "warmstart", "quickstart", "eval", "cli"),
+    "inference": ("generate", "llm", "agent", "train", "warmstart", "quickstart", "eval", "web", "endpoint", "cli"),
+    "llm": ("generate", "agent", "train", "warmstart", "quickstart", "eval", "endpoint", "cli"),
+    "generate": ("llm", "agent", "train", "warmstart", "quickstart", "eval", "endpoint", "cli"),
+    "web": ("agent", "train", "warmstart", "quickstart", "eval", "endpoint", "cli"),
+    "world": ("web", "agent", "train", "warmstart", "quickstart", "eval", "endpoint", "cli"),
+    "agent": ("train", "warmstart", "quickstart", "eval", "endpoint", "cli"),
     "train": ("warmstart", "quickstart", "cli"),
     "warmstart": ("quickstart", "cli"),
     "quickstart": ("cli",),
+    "endpoint": ("train", "warmstart", "quickstart", "eval", "cli"),
 }
 
 

@@ -8,6 +8,7 @@ Routes (JSON in, JSON out)::
     POST /retrieve   Search-R1's retriever API; POST /access: ASearcher's pages by URL (web.retrieval_api)
     GET  /healthz    -> {"status": "ok", "in_flight": n, "waiting": n}
     GET  /metrics    -> Prometheus text format
+    POST /mcp        with ``serve --mcp``: the agent's tools over MCP's streamable HTTP (``agent.mcp_server``)
 
 Each request is a batch (many queries or URLs), answered in order. The service is stateless: the
 rollout's notes and queries travel with every browse request, so any server in ``env.server_urls``
@@ -210,6 +211,31 @@ def _bearer_token(config: Config) -> bytes | None:
     return token.encode()
 
 
+_UNAUTHORIZED = "Missing or wrong bearer token (Authorization: Bearer <token>)."
+
+
+def _authorized(token: bytes | None, authorization: bytes) -> bool:
+    """Whether an ``Authorization`` header value carries ``token`` (always, when no token is required)."""
+    return token is None or (authorization.startswith(b"Bearer ") and hmac.compare_digest(authorization[7:], token))
+
+
+class BearerGuard:
+    """An ASGI app behind the handler's bearer token (``serve.auth_token_env``), refused with the same 401 as
+    ``/v1/*``: what is mounted beside the routes (``serve --mcp``'s ``/mcp``) must not be a way around the token."""
+
+    def __init__(self, app: Any, config: Config) -> None:
+        self.app = app
+        self.token = _bearer_token(config)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        authorization = next((v for k, v in scope.get("headers", ()) if k == b"authorization"), b"")
+        if _authorized(self.token, authorization):
+            await self.app(scope, receive, send)
+            return
+        body = orjson.dumps({"error": {"type": "unauthorized", "message": _UNAUTHORIZED}})
+        await _send_json(send, 401, body, {"WWW-Authenticate": "Bearer"})
+
+
 def _default_factory(config: Config) -> Environment:
     from deepresearcher.web.environment import WebEnvironment  # heavy: indexes, readers
 
@@ -249,11 +275,8 @@ class _Handler:
         problem: _HTTPProblem | None = None
         self.metrics.in_flight.inc()
         try:
-            if self.token is not None and not (
-                authorization.startswith(b"Bearer ") and hmac.compare_digest(authorization[7:], self.token)
-            ):
-                raise _HTTPProblem(401, "unauthorized", "Missing or wrong bearer token (Authorization: Bearer <token>).",
-                                   {"WWW-Authenticate": "Bearer"})
+            if not _authorized(self.token, authorization):
+                raise _HTTPProblem(401, "unauthorized", _UNAUTHORIZED, {"WWW-Authenticate": "Bearer"})
             payload = await self.routes[path](body)
         except _HTTPProblem as exc:
             problem = exc
@@ -441,9 +464,11 @@ def run_server(
     host: str | None = None,
     port: int | None = None,
     on_listening: Callable[[str], None] | None = None,
+    extend: Callable[[FastAPI], None] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; then in-flight requests finish (up to ``serve.graceful_timeout_s``)
-    and the environment closes, flushing its cache. uvloop and httptools are used when installed."""
+    and the environment closes, flushing its cache. uvloop and httptools are used when installed.
+    ``extend(app)`` adds to the app before it serves (``serve --mcp`` mounts the MCP endpoint there)."""
     import uvicorn
 
     sock = bind_socket(host or config.serve.host, config.serve.port if port is None else port)
@@ -456,6 +481,8 @@ def run_server(
         sock.close()
         raise
     app = create_app(config, lambda _config: environment)
+    if extend is not None:
+        extend(app)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
