@@ -622,7 +622,7 @@ class SFTConfig(Section):
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     optimizer: Literal["adamw", "muon"] = Field(
         "adamw",
-        description="`muon`: Muon (orthogonalized momentum; `train/muon.py`, fp32) for the hidden layers' weight "
+        description="`muon`: Muon (orthogonalized momentum; `warmstart/muon.py`, fp32) for the hidden layers' weight "
         "matrices, at `muon_learning_rate`; AdamW at `learning_rate` for embeddings, output layer, norms and biases.",
     )
     muon_learning_rate: float = Field(
@@ -653,7 +653,7 @@ class SFTConfig(Section):
         0, ge=0,
         description="Check drills per SFT step: the last step of a comparison or two_page task alone (question, "
         "the last thought stating both values, the answer; values from the training worlds' facts), loss on the "
-        "answer only, packed into rows beside the step's episodes (`train/drills.py`). Needs a "
+        "answer only, packed into rows beside the step's episodes (`warmstart/drills.py`). Needs a "
         "`two_entity_order` whose last thought states the values (not `interleaved`). World SFT only.",
     )
     task_mix: Literal["natural", "balanced"] = Field(
