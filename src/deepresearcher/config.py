@@ -113,13 +113,37 @@ class RewardConfig(Section):
     format_penalty: float = Field(
         -1.0, description="Reward of a rollout with a broken format or no answer (the paper: -1)."
     )
-    metric: Literal["f1", "em", "cover_em", "squad_f1", "squad_em", "deepresearcher_f1", "deepresearcher"] = Field(
+    metric: Literal[
+        "f1", "em", "cover_em", "squad_f1", "squad_em", "deepresearcher_f1", "deepresearcher", "judge", "f1+judge"
+    ] = Field(
         "f1",
         description="Metric that is the reward of a well-formed answer, best over gold aliases: `f1`/`em`/"
         "`cover_em` (SQuAD-style, Unicode folded), `squad_f1`/`squad_em` (the official SQuAD script), "
         "`deepresearcher_f1` (the original evaluation script's F1 and tag gate, on the last assistant turn), "
         "`deepresearcher` (the original's training reward, `compute_score`, on the whole response: turns, "
-        "turn markers and observations, quirks included; see docs/reward.md).",
+        "turn markers and observations, quirks included; see docs/reward.md), `judge` (1 when the model of "
+        "`reward.judge` calls the answer correct, else 0), `f1+judge` ((1 - judge_weight) x F1 + judge_weight x judge).",
+    )
+    judge: LLMClientConfig | None = Field(
+        None,
+        description="`judge`, `f1+judge`: the judge model (any chat client, e.g. kind openai with a served model; "
+        "kind embedded is the offline SmolLM2, too weak to judge well). Required by those metrics.",
+    )
+    judge_prompt: Literal["deepresearcher", "rearter"] = Field(
+        "rearter",
+        description="`judge`, `f1+judge`: `rearter` (ReARTeR's True/False prompt, temperature 0: one word per "
+        "verdict, the same verdict every time) or `deepresearcher` (the paper's MBE prompt: JSON rationale and "
+        "judgement, temperature 0.7), the prompts of `eval.judge_prompt`.",
+    )
+    judge_attempts: int = Field(
+        3,
+        ge=1,
+        description="`judge`, `f1+judge`: calls per answer at most until an MBE reply holds a verdict (a "
+        "temperature-0 prompt is asked once); an answer without a verdict, or whose judge failed after the "
+        "client's retries, counts as incorrect (0) and is counted in `reward_judge_failed`.",
+    )
+    judge_weight: float = Field(
+        0.5, ge=0.0, le=1.0, description="`f1+judge`: the judge's share of the reward; F1 has the rest."
     )
     unanswerable_phrases: list[str] = Field(
         default_factory=lambda: [
@@ -139,6 +163,16 @@ class RewardConfig(Section):
         description="An answer that is one of these as a whole (after normalization; a leading I/we and a "
         "trailing it/the answer/one/that allowed) is correct on an unanswerable task.",
     )
+
+    @model_validator(mode="after")
+    def _judge_is_set(self) -> RewardConfig:
+        if self.metric in ("judge", "f1+judge") and self.judge is None:
+            raise ValueError(
+                f"reward.metric={self.metric} needs a judge model: set reward.judge, e.g. reward.judge.kind=openai "
+                "reward.judge.base_url=http://HOST:PORT/v1 reward.judge.model=NAME (any OpenAI-compatible server), "
+                "or reward.judge.kind=embedded (the offline SmolLM2)."
+            )
+        return self
 
 
 class FetchConfig(Section):

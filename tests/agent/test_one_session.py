@@ -52,7 +52,7 @@ def test_research_eval_and_a_grpo_step_see_the_same_episode(setup, qwen_tokenize
     from deepresearcher.cli.research_cmd import run_research
     from deepresearcher.eval.runner import run_eval
     from deepresearcher.train.grpo import GRPORollouts
-    from deepresearcher.train.rollout import Rollouts, score_trajectory
+    from deepresearcher.train.rollout import Rollouts, score_trajectories, score_trajectory
     from deepresearcher.train.run_dir import RunDir
 
     config, task = setup
@@ -72,7 +72,7 @@ def test_research_eval_and_a_grpo_step_see_the_same_episode(setup, qwen_tokenize
     world_task = {"id": task.id, "question": task.question, "golds": task.golds, "answerable": True}
     rollouts = Rollouts(config, seed=0)
     try:
-        grpo = GRPORollouts({task.id: world_task}, rollouts.collect, lambda t, k: score_trajectory(t, k, config),
+        grpo = GRPORollouts({task.id: world_task}, rollouts.collect, lambda ts, ks: score_trajectories(ts, ks, config),
                             RunDir(tmp_path / "run"), config.train, qwen_tokenizer)
         model = SimpleNamespace(training=False, eval=lambda: None, train=lambda mode=True: None)
         trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), use_vllm=False, model=model,

@@ -156,7 +156,7 @@ def test_parse_mbe_reads_the_json_judgement(reply, expected):
 async def test_the_grounding_judge_reads_the_observations_and_is_cached(tmp_path):
     """``supported``: the question, the observations (cut to ``GROUNDING_EVIDENCE_CHARS``) and the answer at
     temperature 0; True/False decides, anything else is no label; a second ask on the same cache costs nothing."""
-    from deepresearcher.eval.judge import GROUNDING_EVIDENCE_CHARS
+    from deepresearcher.eval.judge import GROUNDING_EVIDENCE_CHARS, supported
 
     path = tmp_path / "cache.sqlite"
     evidence = "Dune is a novel by Frank Herbert. " + "x" * (2 * GROUNDING_EVIDENCE_CHARS)
@@ -164,13 +164,13 @@ async def test_the_grounding_judge_reads_the_observations_and_is_cached(tmp_path
         for _ in range(2):
             judge = Judge(_client(server), cache=WebCache(path))
             try:
-                verdict = await judge.supported("Who wrote Dune?", "Frank Herbert", evidence)
+                verdict = await supported(judge, "Who wrote Dune?", "Frank Herbert", evidence)
             finally:
                 await judge.aclose()
             assert (verdict.correct, verdict.by) == (True, "model")
         judge = Judge(_client(server))
         try:
-            unclear = await judge.supported("Who wrote Dune?", "Tolkien", evidence)
+            unclear = await supported(judge, "Who wrote Dune?", "Tolkien", evidence)
         finally:
             await judge.aclose()
     assert (unclear.correct, unclear.by, unclear.unparsed) == (False, "unparsed", 1)

@@ -23,7 +23,7 @@ from deepresearcher.config import Config, load_config
 from deepresearcher.train import async_worker
 from deepresearcher.train.async_grpo import ROLLOUT_STATE, train_async_grpo
 from deepresearcher.train.async_worker import EngineWeightTransfer, StalenessQueue, group_samples, prompt_stream
-from deepresearcher.train.rollout import Rollouts, score_trajectory, task_dict
+from deepresearcher.train.rollout import Rollouts, score_trajectories, task_dict
 from deepresearcher.train.run_dir import read_metrics
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -48,10 +48,10 @@ def _tasks(config: Config) -> list[dict]:
 
 
 def _token_reward(config: Config):
-    def score(trajectory, task):
-        scores = score_trajectory(trajectory, task, config)
-        digest = hashlib.blake2b(str(trajectory.completion_ids).encode(), digest_size=2).digest()
-        return {**scores, "reward": digest[0] / 255}
+    def score(trajectories, tasks):
+        scored = score_trajectories(trajectories, tasks, config)
+        digests = [hashlib.blake2b(str(t.completion_ids).encode(), digest_size=2).digest() for t in trajectories]
+        return [{**scores, "reward": digest[0] / 255} for scores, digest in zip(scored, digests, strict=True)]
     return score
 
 

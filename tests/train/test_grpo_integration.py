@@ -11,7 +11,7 @@ import torch
 
 from deepresearcher.config import Config, load_config
 from deepresearcher.train.grpo import train_grpo
-from deepresearcher.train.rollout import Rollouts, score_trajectory, task_dict
+from deepresearcher.train.rollout import Rollouts, score_trajectories, task_dict
 from deepresearcher.train.run_dir import read_metrics
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -35,7 +35,7 @@ def _run(config: Config, model: Path, resume: bool = False) -> Path:
     tasks = [task_dict(t) for t in load_tasks(ensure_world(config), "train")][:20]
     rollouts = Rollouts(config, seed=0)
     try:
-        result = train_grpo(config, model, tasks, rollouts.collect, lambda t, task: score_trajectory(t, task, config),
+        result = train_grpo(config, model, tasks, rollouts.collect, lambda ts, batch: score_trajectories(ts, batch, config),
                             resume=resume, show_progress=False)
     finally:
         rollouts.close()

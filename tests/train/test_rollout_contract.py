@@ -62,7 +62,7 @@ def test_rollouts_sample_through_the_trainers_colocated_vllm_engine(tmp_path) ->
         assert not live_model.training, "rollouts sample in eval mode"
         return [_trajectory() for _ in batch]
 
-    rollouts = GRPORollouts({"t1": {"id": "t1", "golds": ["x"]}}, collector, lambda t, task: {"reward": 0.5, "f1": 0.5},
+    rollouts = GRPORollouts({"t1": {"id": "t1", "golds": ["x"]}}, collector, lambda ts, tasks: [{"reward": 0.5, "f1": 0.5} for _ in ts],
                             RunDir(tmp_path / "run"), TrainConfig(group_size=2, sample_trajectories=0),
                             SimpleNamespace(eos_token_id=99))
     engine = object()

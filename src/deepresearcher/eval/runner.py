@@ -232,11 +232,15 @@ async def judge_trajectory(trajectory: Any, task: QATask, judge: Any, config: Co
 
     ``mbe`` is the paper's MBE as its evaluation script computed it: the answer it took (``original_answer``),
     the question verbatim and the golds as the row spelled them. ``judge`` is ``eval.judge_prompt``'s verdict:
-    the same one when that prompt is the paper's, else ReARTeR's on the answer our format check found.
+    the same one when that prompt is the paper's, else ReARTeR's on the answer our format check found. Under a
+    judge reward (``reward.metric: judge``) the reward's own judge (``reward.reward_judge``, the run's cache) is
+    awaited without holding up the other rollouts.
     """
-    from deepresearcher.reward import score_rollout
+    from deepresearcher.reward import JUDGE_METRICS, ascore_rollouts, reward_judge
 
-    scored = score_rollout(trajectory, task.golds, answerable=task.metadata.get("answerable"), config=config.reward)
+    reward_of = reward_judge(config) if config.reward.metric in JUDGE_METRICS else None
+    (scored,) = await ascore_rollouts([trajectory], [task.golds], answerable=[task.metadata.get("answerable")],
+                                      questions=[task.question], config=config.reward, judge=reward_of)
     verdicts: dict[str, dict[str, Any] | None] = {"mbe": None, "judge": None}
     if judge is not None:
         mbe_judge = judge if judge.prompt.name == "deepresearcher" else judge.with_prompt("deepresearcher")
@@ -273,10 +277,11 @@ async def judge_behaviour(trajectory: Any, task: QATask, judge: Any) -> dict[str
     real questions); with a ``judge``, its own label of the grounding (``judged_grounded``: None without a verdict)
     for the report's agreement with the rule."""
     from deepresearcher.eval.behaviours import behaviour_record, observed_text
+    from deepresearcher.eval.judge import supported
 
     record = behaviour_record(trajectory, task).to_dict()
     if judge is not None and record["grounded"] is not None:
-        verdict = await judge.supported(task.question, trajectory.answer or "", observed_text(trajectory))
+        verdict = await supported(judge, task.question, trajectory.answer or "", observed_text(trajectory))
         record["judged_grounded"] = verdict.correct if verdict.by == "model" else None
     return record
 

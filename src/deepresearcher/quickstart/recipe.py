@@ -76,7 +76,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.quickstart.report import write_quickstart_report
     from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
     from deepresearcher.train.pipeline import run_grpo
-    from deepresearcher.train.rollout import Rollouts, score_trajectory
+    from deepresearcher.train.rollout import Rollouts, score_trajectories
     from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.tasks import task_sets
     from deepresearcher.warmstart.pipeline import sft_demonstrations, sft_drills
@@ -120,7 +120,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
         tokenizer = AutoTokenizer.from_pretrained(str(base))
         sft_data = sft_demonstrations(config, rollouts, sft_tasks, tokenizer, episodes)
-        oracle_scores = [score_trajectory(t, task, config) for t, task in zip(sft_data, sft_tasks, strict=True)]
+        oracle_scores = score_trajectories(sft_data, sft_tasks, config)
         oracle_f1 = sum(s["f1"] for s in oracle_scores) / len(oracle_scores)
         tokens = sum(len(t.all_ids) for t in sft_data) / len(sft_data)
         say(f"oracle: F1 {oracle_f1:.3f} on {len(sft_data)} train tasks, {tokens:.0f} tokens per episode")

@@ -1,7 +1,9 @@
-"""Rewards and answer metrics: folded and official SQuAD EM/F1, DeepResearcher's reward, F1 and EM, format checks, one scorer.
+"""Rewards and answer metrics: folded and official SQuAD EM/F1, DeepResearcher's reward, F1 and EM, format checks,
+the judge reward, one scorer.
 
-Pure functions: nothing here touches a model or the network. ``score_rollout`` is the one place a
-trajectory becomes a reward and metrics, for training and evaluation alike.
+The metrics are pure functions: no model, no network. ``score_rollout`` is the one place a trajectory becomes a
+reward and metrics, for training and evaluation alike; only the judge metrics (``reward.metric: judge``,
+``f1+judge``) reach a model, through ``judge`` (the evaluation's prompts) and ``judged`` (batched, cached verdicts).
 """
 
 from deepresearcher.reward.deepresearcher import (
@@ -35,17 +37,33 @@ from deepresearcher.reward.outcome import (
     score,
     score_batch,
 )
-from deepresearcher.reward.trajectory import THINK_PREFILL, RolloutScore, original_response, score_rollout
+from deepresearcher.reward.judge import Judge, Verdict
+from deepresearcher.reward.judged import JUDGE_METRICS, JudgeRequest, RewardJudge, close_reward_judges, reward_judge
+from deepresearcher.reward.trajectory import (
+    THINK_PREFILL,
+    RolloutScore,
+    ascore_rollouts,
+    original_response,
+    score_rollout,
+    score_rollouts,
+)
 
 __all__ = [
     "ANSWER_METRICS",
     "ANSWER_SPLIT",
+    "JUDGE_METRICS",
     "THINK_PREFILL",
     "UNANSWERABLE_GOLD",
     "FormatCheck",
+    "Judge",
+    "JudgeRequest",
+    "RewardJudge",
     "RolloutScore",
+    "Verdict",
     "answer_metrics",
+    "ascore_rollouts",
     "check_format",
+    "close_reward_judges",
     "cover_em",
     "deepresearcher_answer",
     "deepresearcher_em",
@@ -59,10 +77,12 @@ __all__ = [
     "is_unanswerable",
     "normalize_answer",
     "original_response",
+    "reward_judge",
     "says_cannot_find",
     "score",
     "score_batch",
     "score_rollout",
+    "score_rollouts",
     "split_golds",
     "squad_em",
     "squad_f1",

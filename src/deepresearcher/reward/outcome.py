@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from deepresearcher.config import RewardConfig
 from deepresearcher.reward.deepresearcher import deepresearcher_em, deepresearcher_f1
+from deepresearcher.reward.judged import JUDGE_METRICS
 from deepresearcher.reward.metrics import cover_em, exact_match, f1_score, normalize_answer, squad_em, squad_f1
 
 __all__ = [
@@ -137,6 +138,9 @@ def score(
     1.0
     """
     config = config or _DEFAULT_CONFIG
+    if config.metric in JUDGE_METRICS:
+        raise ValueError(f"reward.metric={config.metric} asks a judge model, which this pure function does not: "
+                         "score with reward.score_rollouts (or score_rollout).")
     if not format_ok or answer is None or not answer.strip():
         return float(config.format_penalty)
     if unanswerable is None:

@@ -32,7 +32,16 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config, dump_config
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.grpo import HeldOut, RolloutStats, TrainResult, _trainer_callbacks, open_run, step_shape, trainer_arguments
+from deepresearcher.train.grpo import (
+    HeldOut,
+    RolloutStats,
+    Scorer,
+    TrainResult,
+    _trainer_callbacks,
+    open_run,
+    step_shape,
+    trainer_arguments,
+)
 from deepresearcher.train.run_dir import RunDir
 
 logger = logging.getLogger(__name__)
@@ -168,7 +177,7 @@ def train_async_grpo(
     model_path: str | Path,
     tasks: list[dict[str, Any]],
     rollouts: Any,
-    scorer: Any,
+    scorer: Scorer,
     *,
     resume: bool = False,
     show_progress: bool = True,

@@ -35,15 +35,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
 
-logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from deepresearcher.train.grpo import Scorer
 
-Scorer = Callable[[Trajectory, dict[str, Any]], dict[str, float]]
+logger = logging.getLogger(__name__)
 
 
 class StalenessQueue(queue.Queue):
@@ -216,7 +217,8 @@ class AgentRolloutWorker:
 
         version = self.model_version
         trajectories = await run_episodes(engine, [task] * self.group_size)
-        scores = [self.scorer(t, task) for t in trajectories]
+        # off the worker's loop: a judge reward waits on its judge while the other groups keep running
+        scores = await asyncio.to_thread(self.scorer, trajectories, [task] * len(trajectories))
         for sample in group_samples(trajectories, scores, group_id, version, self.tokenizer.eos_token_id,
                                     self.config.train.drop_zero_signal_groups):
             self.rollout_buffer.put_nowait(sample)

@@ -43,6 +43,9 @@ LR_SCHEDULER_TYPES = {"constant": "constant_with_warmup", "cosine": "cosine", "l
 
 # (tasks, model, tokenizer, step=...) -> one trajectory per task, in order; see ``train.rollout.Rollouts.collect``.
 Collector = Callable[..., list[Trajectory]]
+Scorer = Callable[[list[Trajectory], list[dict[str, Any]]], list[dict[str, float]]]
+"""Reward and metrics of a batch of episodes, each against its task (``train.rollout.score_trajectories``): one
+call per batch, so a judge reward asks about the whole batch at once."""
 
 
 def process_count() -> int:
@@ -193,7 +196,7 @@ class GRPORollouts:
         self,
         tasks: dict[str, dict[str, Any]],
         collector: Collector,
-        scorer: Callable[[Trajectory, dict[str, Any]], dict[str, float]],
+        scorer: Scorer,
         run: RunDir,
         cfg: TrainConfig,
         tokenizer: Any,
@@ -224,7 +227,7 @@ class GRPORollouts:
                 trajectories = self.collector(batch, model, self.tokenizer, step=step, **engine)
         finally:
             model.train(was_training)
-        scores = [self.scorer(t, task) for t, task in zip(trajectories, batch, strict=True)]
+        scores = self.scorer(trajectories, batch)
         for t, s in zip(trajectories, scores, strict=True):
             t.metadata.update(s)
         behaviours = behaviour_metrics(trajectories, batch)
@@ -537,7 +540,7 @@ def train_grpo(
     model_path: str | Path,
     tasks: list[dict[str, Any]],
     collector: Collector,
-    scorer: Callable[[Trajectory, dict[str, Any]], dict[str, float]],
+    scorer: Scorer,
     *,
     resume: bool = False,
     show_progress: bool = True,

@@ -122,13 +122,14 @@ def evaluate_model(
     (``agent.max_concurrent_generations`` in flight per environment), so no episode waits for a chunk's slowest."""
     import torch
 
-    from deepresearcher.train.rollout import score_trajectory
+    from deepresearcher.train.rollout import score_trajectories
 
     result = EvalResult()
     with torch.no_grad():
         trajectories = rollouts.collect(tasks, model, tokenizer, vllm_llm=vllm_llm, decoding="eval")
-    for task, trajectory in zip(tasks, trajectories, strict=True):
-        result.rows.append(heldout_row(task, trajectory, score_trajectory(trajectory, task, config)))
+    scores = score_trajectories(trajectories, tasks, config)
+    for task, trajectory, score in zip(tasks, trajectories, scores, strict=True):
+        result.rows.append(heldout_row(task, trajectory, score))
     return result
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.rollout import Rollouts, score_trajectory
+from deepresearcher.train.rollout import Rollouts, score_trajectories
 from deepresearcher.train.tasks import TaskSets, task_sets
 
 
@@ -52,7 +52,8 @@ def run_grpo(
     tasks: list[dict[str, Any]] | None = None, resume: bool = False, show_progress: bool = True,
 ) -> Any:
     """GRPO from ``model`` (default :func:`warm_start`) on ``tasks`` (default the run's GRPO prompts),
-    rewarded by the one scorer; returns the ``TrainResult``.
+    rewarded by the one scorer (under a judge reward, the run's judge: ``reward.reward_judge``); returns the
+    ``TrainResult``.
 
     The run directory gets the prompts (``tasks.jsonl``: id, source, question, answers) and, when
     ``train.eval_data`` or ``train.eval_every`` is set, the held-out evaluation (``train.eval_data``, by default
@@ -66,6 +67,10 @@ def run_grpo(
     from deepresearcher.train.heldout import evaluate, evaluate_model
     from deepresearcher.train.run_dir import RunDir
 
+    from deepresearcher.reward import JUDGE_METRICS, reward_judge
+
+    if config.reward.metric in JUDGE_METRICS:  # the scorer's judge, recording its verdicts in the run's cache
+        reward_judge(config)
     start = Path(model) if model is not None else warm_start(config)
     sets: TaskSets | None = None
     if tasks is None or rollouts is None:  # the run's own tasks, or the environments to open for the given ones
@@ -85,8 +90,8 @@ def run_grpo(
             return {**{f"heldout_{k}": float(v) for k, v in result.by_type()["all"].items() if k != "n"},
                     **flat_rates(result.behaviours_by_type()["all"], prefix="heldout_behaviour/")}
 
-        def scorer(trajectory: Trajectory, task: dict[str, Any]) -> dict[str, float]:
-            return score_trajectory(trajectory, task, config)
+        def scorer(trajectories: list[Trajectory], batch: list[dict[str, Any]]) -> list[dict[str, float]]:
+            return score_trajectories(trajectories, batch, config)
 
         live = evaluate_live if held_out else None
         if config.train.async_grpo.enabled:

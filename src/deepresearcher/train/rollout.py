@@ -22,7 +22,7 @@ from deepresearcher.agent.session import Decoding, make_template
 from deepresearcher.agent.template import THINK_OPEN
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import Config
-from deepresearcher.reward import score_rollout
+from deepresearcher.reward import score_rollouts
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +38,33 @@ def task_dict(task: Any) -> dict[str, Any]:
     return task.to_dict()
 
 
+def score_trajectories(
+    trajectories: list[Trajectory], tasks: list[dict[str, Any]], config: Config
+) -> list[dict[str, float]]:
+    """Reward and metrics of each episode (aligned with its task) from ``reward.score_rollouts``, the scorer eval
+    uses too: every answer metric (``reward.ANSWER_METRICS``), so the one ``reward.metric`` names is logged
+    whichever it is. A judge metric (``reward.metric: judge``) asks its judge about the whole batch at once."""
+    scored = score_rollouts(
+        trajectories,
+        [list(task.get("golds", [])) for task in tasks],
+        answerable=[task.get("answerable") for task in tasks],
+        questions=[task.get("question") or trajectory.question for trajectory, task in zip(trajectories, tasks)],
+        config=config.reward,
+    )
+    return [
+        {
+            "reward": score.reward,
+            **score.metrics,
+            "format_error": 0.0 if score.format_ok else 1.0,
+            "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
+        }
+        for trajectory, score in zip(trajectories, scored, strict=True)
+    ]
+
+
 def score_trajectory(trajectory: Trajectory, task: dict[str, Any], config: Config) -> dict[str, float]:
-    """Reward and metrics of one episode from ``reward.score_rollout`` (the scorer eval uses too): every
-    answer metric (``reward.ANSWER_METRICS``), so the one ``reward.metric`` names is logged whichever it is."""
-    scored = score_rollout(trajectory, list(task.get("golds", [])), answerable=task.get("answerable"),
-                           config=config.reward)
-    return {
-        "reward": scored.reward,
-        **scored.metrics,
-        "format_error": 0.0 if scored.format_ok else 1.0,
-        "tool_calls": float(sum(1 for turn in trajectory.turns if turn.tool_call)),
-    }
+    """:func:`score_trajectories` of one episode."""
+    return score_trajectories([trajectory], [task], config)[0]
 
 
 def world_config(config: Config, world_dir: Path) -> Config:

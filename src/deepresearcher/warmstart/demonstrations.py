@@ -90,12 +90,15 @@ class RecordedToolBox:
 
 
 def good_enough(demos: list[Trajectory], min_f1: float | None, reward: RewardConfig) -> list[Trajectory]:
-    """The episodes whose answer scores at least ``min_f1`` (the one scorer's F1 against their golds); all with None."""
+    """The episodes whose answer scores at least ``min_f1`` (the one scorer's F1 against their golds); all with None.
+    Scored as ``reward.metric: f1`` whatever the run rewards: F1 is all this reads, and a judge metric would call
+    its judge for nothing."""
     from deepresearcher.reward import score_rollout
 
     if min_f1 is None:
         return demos
-    kept = [d for d in demos if score_rollout(d, d.golds, config=reward).metrics["f1"] >= min_f1]
+    as_f1 = reward.model_copy(update={"metric": "f1"})
+    kept = [d for d in demos if score_rollout(d, d.golds, config=as_f1).metrics["f1"] >= min_f1]
     if not kept:
         raise DataError(f"No saved demonstration answers with F1 >= {min_f1} (train.sft.min_f1); lower it or "
                         "record better episodes.")

@@ -52,6 +52,7 @@ from deepresearcher.config import Config, load_config
 from deepresearcher.data.formats import question_and_golds
 from deepresearcher.errors import ConfigError, DataError
 from deepresearcher.integrations.verl.generator import ServerManagerGenerator, TurnAborted
+from deepresearcher.reward import JUDGE_METRICS, reward_judge
 
 
 
@@ -92,6 +93,8 @@ def _resources(config_path: str, tokenizer: Any) -> _Resources:
             raise ConfigError(f"The deepresearcher config {config_path} is not readable on this node; put the run "
                               "directory (train.runs_dir) on a filesystem every node mounts.")
         config = load_config(config_path)
+        if config.reward.metric in JUDGE_METRICS:  # the scorer's judge records its verdicts in the run's cache
+            reward_judge(config)
         environment = make_environment(config)
         toolbox = make_toolbox(environment, config)
         _RESOURCES[key] = _Resources(config, environment, _BoundedToolBox(toolbox, config.agent.max_concurrent_tools),
