@@ -867,6 +867,30 @@ class CollapseConfig(Section):
     )
 
 
+class AgentProgramConfig(Section):
+    """An agent given as a program (``train.agent``; ``eval --agent``): it reaches the policy through the
+    OpenAI-compatible endpoint and the tools over MCP or HTTP, and is trained and evaluated unchanged (docs/agents.md)."""
+
+    program: str = Field(
+        description="A command (run with the question as its last argument; its answer is the last line it prints; "
+        "a `.py` file runs with this Python) or `module:function` (called with the question, returns the answer; "
+        "a coroutine function is awaited). Each episode's process gets OPENAI_BASE_URL, OPENAI_API_KEY and "
+        "OPENAI_MODEL (the policy, scoped to the episode), DEEPRESEARCHER_MCP_URL and DEEPRESEARCHER_TOOLS_URL (the "
+        "tools, scoped to the episode) and DEEPRESEARCHER_QUESTION.",
+    )
+    max_concurrent: int = Field(16, ge=1, description="Episodes whose programs run at once.")
+    timeout_s: float = Field(
+        300.0, gt=0, description="Wall time of one episode: a program still running then is killed (its whole "
+        "process group) and its episode ends without an answer (reward.format_penalty), never the batch.",
+    )
+    layout: Literal["agent", "template"] = Field(
+        "agent",
+        description="How the endpoint lays out the program's messages: `agent` as the project's agent is trained "
+        "(its system turn when the program sends none, `<think>` prefilled; for checkpoints trained here), "
+        "`template` the model's bare chat template (a stock instruct model).",
+    )
+
+
 class TrainConfig(Section):
     """GRPO training (``deepresearcher train``) with the paper's knobs; defaults are the paper's values.
 
@@ -985,6 +1009,12 @@ class TrainConfig(Section):
     verl: VerlConfig = Field(default_factory=VerlConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     async_grpo: AsyncTrainConfig = Field(default_factory=AsyncTrainConfig)
+    agent: AgentProgramConfig | None = Field(
+        None,
+        description="Train an agent given as a program (a command or `module:function`, run once per episode "
+        "against the policy endpoint and the tools) instead of the project's own agent loop; None: our loop. "
+        "See docs/agents.md.",
+    )
     eval_per_type: int = Field(
         100, ge=0,
         description="World held-out tasks of each task type (stratified: the same number of every type), at most "

@@ -70,13 +70,14 @@ def _mcp_tool(schema: dict[str, Any]) -> types.Tool:
 MCP_TOOLS: list[types.Tool] = [_mcp_tool(schema) for schema in TOOL_SCHEMAS]
 
 
-def _result(text: str, error: bool) -> types.CallToolResult:
+def tool_result(text: str, error: bool) -> types.CallToolResult:
+    """A call's observation text as an MCP result (``isError`` for a failed call)."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=error)
 
 
 def _error(message: str) -> types.CallToolResult:
     """A failed call in the agent's own error observation shape, ``{"error": "..."}``."""
-    return _result(orjson.dumps({"error": message}).decode(), error=True)
+    return tool_result(orjson.dumps({"error": message}).decode(), error=True)
 
 
 async def _call_tool(toolbox: ToolBox, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
@@ -91,7 +92,7 @@ async def _call_tool(toolbox: ToolBox, name: str, arguments: dict[str, Any] | No
     except Exception as exc:  # a bug below the toolbox: one failed call, never a failed server
         logger.exception("MCP call of %s crashed", name)
         return _error(f"{name} failed: {type(exc).__name__}: {exc}")
-    return _result(outcome.text, error=outcome.error is not None)
+    return tool_result(outcome.text, error=outcome.error is not None)
 
 
 def tool_server(toolbox: Callable[[], ToolBox]) -> Server[Any]:

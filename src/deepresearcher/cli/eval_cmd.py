@@ -37,6 +37,11 @@ def eval_command(
         None, "--temperature", help="0 is greedy (eval.temperature; default: the protocol's, 0 or 1.0)."
     ),
     seed: int = typer.Option(None, "--seed", help="Base sampling seed (eval.seed)."),
+    agent: str = typer.Option(
+        None, "--agent", help="Evaluate an agent given as a program, run once per question against the policy "
+        "behind the OpenAI-compatible endpoint and the tools: a command or module:function (train.agent.program; "
+        "docs/agents.md).",
+    ),
     data: Path = _DATA,
     data_dir: Path = _DATA_DIR,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate every question; run no model, write nothing."),
@@ -45,7 +50,8 @@ def eval_command(
 ) -> None:
     """Evaluate a policy on QA benchmarks: rollouts, EM/F1/cover-EM/judge, report.md and report.html."""
     flags = {"agent.policy": policy, "eval.split": split, "eval.limit": limit, "eval.samples": samples,
-             "eval.temperature": temperature, "eval.seed": seed, "eval.data_dir": data_dir}
+             "eval.temperature": temperature, "eval.seed": seed, "eval.data_dir": data_dir,
+             "train.agent.program": agent}
     sets = [*(overrides or []), *(f"{k}={v}" for k, v in flags.items() if v is not None)]
     if benchmarks:
         names = [b.strip() for b in benchmarks.split(",") if b.strip()]

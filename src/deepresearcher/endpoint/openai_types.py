@@ -97,8 +97,16 @@ class ChatRequest(BaseModel):
     top_logprobs: int | None = Field(None, ge=0, le=20)
 
     def tool_dicts(self) -> list[dict[str, Any]] | None:
-        """The tools as the chat template takes them (None when there are none)."""
-        return [t.model_dump(exclude_none=True) for t in self.tools] if self.tools else None
+        """The tools as the chat template takes them (None when there are none). ``"strict": false``, OpenAI's
+        default, is left out: frameworks that spell it out (the OpenAI Agents SDK) then render the same prompt as
+        clients that do not, and as the agent was trained with."""
+        if not self.tools:
+            return None
+        dicts = [t.model_dump(exclude_none=True) for t in self.tools]
+        for tool in dicts:
+            if tool.get("function", {}).get("strict") is False:
+                del tool["function"]["strict"]
+        return dicts
 
     def stops(self) -> list[str]:
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])

@@ -37,14 +37,16 @@ SERVED_EPISODES = 1024
 
 
 def endpoint_for(config: Config, generator: Generator, tokenizer: Any, *, model_name: str, training: bool,
-                 layout: Layout = "agent", max_episodes: int | None = None) -> PolicyEndpoint:
+                 layout: Layout = "agent", max_episodes: int | None = None, turn_limit: bool | None = None
+                 ) -> PolicyEndpoint:
     """The endpoint of a policy under ``config``.
 
     ``layout``: ``agent`` lays turns out as the project's agent is trained (``agent.protocol``'s system turn when
     the client sends none, ``<think>`` prefilled, its stop strings; ``endpoint.render.ChatLayout``), ``template``
     uses the bare chat template (a stock instruct model behind an outside agent framework). ``training`` forces
-    sampling at ``agent.temperature`` / ``agent.top_p`` and limits episodes to ``agent.max_turns`` requests; else
-    ``eval.temperature`` is the default a request may override."""
+    sampling at ``agent.temperature`` / ``agent.top_p``; else ``eval.temperature`` is the default a request may
+    override. ``turn_limit`` (default: ``training``) limits episodes to ``agent.max_turns`` requests, as the
+    project's agent loop is limited (``eval --agent`` sets it, so a program is evaluated under the same budget)."""
     from deepresearcher.agent.session import agent_protocol, episode_settings, make_template
 
     agent = episode_settings(config, generator, "train" if training else "eval")
@@ -53,7 +55,8 @@ def endpoint_for(config: Config, generator: Generator, tokenizer: Any, *, model_
         chat_layout = ChatLayout.for_protocol(agent_protocol(config), make_template(tokenizer, config).system)
     defaults = SamplingDefaults(
         temperature=agent.temperature, top_p=agent.top_p, max_tokens=agent.max_tokens_per_turn,
-        context_budget=agent.context_budget, max_turns=agent.max_turns if training else None, force=training)
+        context_budget=agent.context_budget,
+        max_turns=agent.max_turns if (training if turn_limit is None else turn_limit) else None, force=training)
     return PolicyEndpoint(generator, ChatRenderer(tokenizer, chat_layout), model_name=model_name, defaults=defaults,
                           recorder=EpisodeRecorder(max_episodes))
 

@@ -236,10 +236,11 @@ async def judge_trajectory(trajectory: Any, task: QATask, judge: Any, config: Co
     judge reward (``reward.metric: judge``) the reward's own judge (``reward.reward_judge``, the run's cache) is
     awaited without holding up the other rollouts.
     """
+    from deepresearcher.endpoint.programs import answer_view
     from deepresearcher.reward import JUDGE_METRICS, ascore_rollouts, reward_judge
 
     reward_of = reward_judge(config) if config.reward.metric in JUDGE_METRICS else None
-    (scored,) = await ascore_rollouts([trajectory], [task.golds], answerable=[task.metadata.get("answerable")],
+    (scored,) = await ascore_rollouts([answer_view(trajectory)], [task.golds], answerable=[task.metadata.get("answerable")],
                                       questions=[task.question], config=config.reward, judge=reward_of)
     verdicts: dict[str, dict[str, Any] | None] = {"mbe": None, "judge": None}
     if judge is not None:
@@ -343,6 +344,18 @@ def _make_judge(config: Config, judge_config: LLMClientConfig) -> Any:
                  prompt=config.eval.judge_prompt, attempts=config.eval.judge_attempts)
 
 
+def _program_episodes(config: Config, generator: Generator, tokenizer: Any) -> Any:
+    """``eval --agent``: the episodes of ``train.agent``'s program against ``generator`` behind the endpoint,
+    decoded as ``eval`` decodes and limited to ``agent.max_turns`` requests, as the project's own loop is."""
+    from deepresearcher.endpoint.programs import ProgramEpisodes
+    from deepresearcher.endpoint.server import endpoint_for
+
+    assert config.train.agent is not None
+    endpoint = endpoint_for(config, generator, tokenizer, model_name=config.agent.policy, training=False,
+                            layout=config.train.agent.layout, turn_limit=True)
+    return ProgramEpisodes(config.train.agent, endpoint)
+
+
 async def _run_pending(
     config: Config,
     pending: list[tuple[str, QATask, int]],
@@ -361,19 +374,31 @@ async def _run_pending(
             stack.push_async_callback(judge.aclose)
         session = await stack.enter_async_context(open_session(config, policy=policy, decoding="eval"))
         handle = stack.enter_context(path.open("ab"))
-        engines = {
-            sample: session.engine(generator=_SeededGenerator(session.generator, config.eval.seed + sample))
-            for sample in sorted({s for _, _, s in pending})
-        }
+        samples = sorted({s for _, _, s in pending})
+        generators = {sample: _SeededGenerator(session.generator, config.eval.seed + sample) for sample in samples}
+        if config.train.agent is None:
+            engines = {sample: session.engine(generator=generators[sample]) for sample in samples}
+        else:  # eval --agent: the program once per question, against the policy behind the endpoint
+            programs = {sample: await stack.enter_async_context(_program_episodes(config, generators[sample],
+                                                                                  session.tokenizer))
+                        for sample in samples}
         slots = asyncio.Semaphore(config.eval.concurrency)
+
+        async def episode(benchmark: str, task: QATask, sample: int) -> Any:
+            if config.train.agent is None:
+                return await engines[sample].run(RolloutTask(task_id=task.id, question=task.question, golds=task.golds,
+                                                             metadata={"benchmark": benchmark, "sample": sample}))
+            from deepresearcher.endpoint.programs import ProgramTask
+
+            trajectory = await programs[sample].run(ProgramTask(task.id, task.question, session.toolboxes[0],
+                                                                tuple(task.golds)))
+            trajectory.metadata.update({"benchmark": benchmark, "sample": sample})
+            return trajectory
 
         async def one(benchmark: str, task: QATask, sample: int) -> None:
             nonlocal ran
             async with slots:
-                trajectory = await engines[sample].run(
-                    RolloutTask(task_id=task.id, question=task.question, golds=task.golds,
-                                metadata={"benchmark": benchmark, "sample": sample})
-                )
+                trajectory = await episode(benchmark, task, sample)
                 scored = await judge_trajectory(trajectory, task, judge, config)
                 behaviour = await judge_behaviour(trajectory, task, judge if config.eval.judge_grounding else None)
             record = {

@@ -43,9 +43,12 @@ def score_trajectories(
 ) -> list[dict[str, float]]:
     """Reward and metrics of each episode (aligned with its task) from ``reward.score_rollouts``, the scorer eval
     uses too: every answer metric (``reward.ANSWER_METRICS``), so the one ``reward.metric`` names is logged
-    whichever it is. A judge metric (``reward.metric: judge``) asks its judge about the whole batch at once."""
+    whichever it is. A judge metric (``reward.metric: judge``) asks its judge about the whole batch at once. A
+    program's episode (``train.agent``) is scored on the program's answer (``endpoint.programs.answer_view``)."""
+    from deepresearcher.endpoint.programs import answer_view
+
     scored = score_rollouts(
-        trajectories,
+        [answer_view(trajectory) for trajectory in trajectories],
         [list(task.get("golds", [])) for task in tasks],
         answerable=[task.get("answerable") for task in tasks],
         questions=[task.get("question") or trajectory.question for trajectory, task in zip(trajectories, tasks)],
@@ -109,7 +112,8 @@ class Rollouts:
         Sampling is seeded by (run seed, ``step``), so a resumed run samples step N as the uninterrupted
         run would; without ``step`` each call draws the next seed. With ``vllm_llm`` (the trainer's
         colocated ``vllm.LLM``, holding the same weights) the turns are sampled there instead.
-        ``decoding="eval"`` runs the episodes as ``eval`` and ``research`` do (``eval.temperature``).
+        ``decoding="eval"`` runs the episodes as ``eval`` and ``research`` do (``eval.temperature``). With
+        ``train.agent`` each episode is a run of that program against this policy (``endpoint.programs``).
         """
         from deepresearcher.agent.session import AgentSession
         from deepresearcher.generate.factory import make_policy
@@ -117,17 +121,20 @@ class Rollouts:
 
         self.calls += 1
         seed = self.seed * 100_003 + (self.calls if step is None else step)
+        program = self.config.train.agent
         by_world: dict[int, list[int]] = {}
         for i, task in enumerate(tasks):
             by_world.setdefault(task.get("world", 0), []).append(i)
         # every episode starts at once; each world's loop keeps agent.max_concurrent_generations turns in flight
         in_flight = min(len(tasks), self.config.agent.max_concurrent_generations * len(by_world))
+        if program is not None:
+            in_flight = min(len(tasks), program.max_concurrent)
         generator, _ = make_policy(self.config, model=model, tokenizer=tokenizer, vllm_llm=vllm_llm, seed=seed,
                                    max_batch_size=max(in_flight, 1))
-        session = AgentSession(self.config, generator, tokenizer, self.toolboxes, decoding=decoding)
 
         async def run_all() -> list[Trajectory]:
             # One engine per world, all sharing the generator, so a step's rollouts are still sampled as one batch.
+            session = AgentSession(self.config, generator, tokenizer, self.toolboxes, decoding=decoding)
             try:
                 groups = await asyncio.gather(*(
                     session.run([tasks[i] for i in idx], toolbox=self.toolboxes[w]) for w, idx in by_world.items()
@@ -140,9 +147,23 @@ class Rollouts:
                     ordered[i] = trajectory
             return ordered  # type: ignore[return-value]
 
+        async def run_programs_all() -> list[Trajectory]:
+            # train.agent: the program once per task, against this policy behind the endpoint (endpoint.programs)
+            from deepresearcher.endpoint.programs import program_tasks, run_programs
+            from deepresearcher.endpoint.server import endpoint_for
+
+            assert program is not None
+            endpoint = endpoint_for(self.config, generator, tokenizer, model_name="policy",
+                                    training=decoding == "train", layout=program.layout, turn_limit=True)
+            try:
+                return await run_programs(program, endpoint, program_tasks(tasks, self.toolboxes))
+            finally:
+                await generator.aclose()
+
+        work = run_all() if program is None else run_programs_all()
         if isinstance(generator, LocalEngine):  # decode on this (the trainer's) thread; see run_driving
-            return generator.run_driving(self.loop, run_all())
-        return self.loop.run_until_complete(run_all())
+            return generator.run_driving(self.loop, work)
+        return self.loop.run_until_complete(work)
 
     def oracle_episodes(self, tasks: list[dict[str, Any]], snippet_only_fraction: float = 0.0, seed: int = 0) -> list[Any]:
         """The scripted oracle's episodes (assistant turns and observations as text) for ``tasks``.
