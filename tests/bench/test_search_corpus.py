@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +63,34 @@ def test_the_calibration_builds_the_first_passages_and_leaves_no_index(bench_sea
     assert documents == lines == 1000  # the corpus's first 1,000 passages, not all 3,000
     assert rate == pytest.approx(1000 / seconds, rel=1e-3)
     assert sorted(p.name for p in tmp_path.iterdir()) == [corpus.name]  # the calibration index is gone
+
+
+def test_the_latency_split_names_the_stage_that_slowed(bench_search, tmp_path: Path) -> None:
+    """Each step of a query (search, document fetch, snippet) is timed on its own, so a slower fetch shows in
+    ``stage_ms["doc_fetch"]`` and nowhere else: a regression names its stage."""
+    vocab = bench_search._vocabulary(np.random.default_rng(0), 2000)
+    corpus = tmp_path / "zipf-2000-seed0.jsonl"
+    bench_search.write_corpus(corpus, 2000, vocab, 0)
+    bench_search.build_index(bench_search.read_corpus(corpus), tmp_path / "index")
+    index = bench_search.LocalIndex(tmp_path / "index")
+    queries = [f"{vocab[i]} {vocab[i + 1]}" for i in range(0, 160, 2)]
+    before = bench_search.measure_queries(index, queries, 10)
+    stages = before["stage_ms"]
+    assert list(stages) == ["search", "doc_fetch", "snippet"]
+    for split in stages.values():
+        assert set(split) == {"mean", "p50", "p99", "cpu_mean", "disk_faults_per_query"}
+        assert 0 < split["p50"] <= split["p99"] and split["disk_faults_per_query"] >= 0
+    assert before["mean_ms_split"] == {stage: split["mean"] for stage, split in stages.items()}
+
+    real_fetch, delay_ms = index.fetch, 20
+
+    def slow_fetch(found):  # a fetch that regressed by 20 ms a query
+        time.sleep(delay_ms / 1000)
+        return real_fetch(found)
+
+    index.fetch = slow_fetch
+    after = bench_search.measure_queries(index, queries, 10)
+    assert after["stage_ms"]["doc_fetch"]["p50"] >= delay_ms
+    assert after["stage_ms"]["doc_fetch"]["cpu_mean"] < delay_ms / 2  # waiting, not computing
+    assert after["stage_ms"]["search"]["p50"] < delay_ms and after["stage_ms"]["snippet"]["p50"] < delay_ms
+    assert after["latency_ms_p50"] >= delay_ms

@@ -393,9 +393,17 @@ def test_preload_reads_the_postings_then_the_store_while_they_fit_in_memory(
     store = sum(p.stat().st_size for p in files if p.suffix == ".store")
     assert postings > 0 and store > 0
     assert index.preload() == postings + store
+    assert _mapped(index) == postings + store  # kept mapped while the index is open (see local._Resident)
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     monkeypatch.setattr(local, "PRELOAD_MAX_MEMORY_SHARE", (postings + store / 2) / memory)
     assert index.preload() == postings, "the store does not fit beside the postings"
+    assert _mapped(index) == postings, "a second preload replaces the first's mappings"
     monkeypatch.setattr(local, "PRELOAD_MAX_MEMORY_SHARE", postings / 2 / memory)
     assert index.preload() == 0
+    assert _mapped(index) == 0
     assert _hits(index.top("w3 w40 w900", 10)[1]) == before
+
+
+def _mapped(index: LocalIndex) -> int:
+    """Bytes of the index's files that ``preload`` holds mapped."""
+    return sum(len(m) for resident in index._resident for m in resident.maps)

@@ -12,7 +12,9 @@ Per size: build seconds and docs/s, peak memory while building and while serving
 index's memory-mapped file pages the OS can drop), index bytes against corpus bytes, and, after the
 index is preloaded as ``deepresearcher serve`` does at start (``LocalIndex.preload``, timed), per-query
 latency p50/p99 end to end (``LocalIndex.search``: BM25 top-k plus a snippet per hit, one thread)
-with the mean split into search, document fetch and snippet, and how the search found its top-k
+and of each of its steps on the same queries (``stage_ms``: search, document fetch and snippet, each with
+its mean, p50, p99, CPU mean and the page faults that read the disk; ``mean_ms_split`` keeps the means
+under the key earlier runs used), and how the search found its top-k
 (``LocalIndex.top``'s driven evaluation against the whole query: the share of queries each way answered,
 the top-k overlap with the whole query, and the whole query's mean time). On a shared machine wall-clock latency
 includes waiting for a core, so the query thread's CPU time is reported beside it (``cpu_ms_*``), and
@@ -38,6 +40,7 @@ import itertools
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -168,33 +171,52 @@ def _preload(index: LocalIndex) -> dict:
     return {"preloaded_mb": _mb(loaded), "preload_seconds": round(time.perf_counter() - started, 1)}
 
 
+STAGES = ("search", "doc_fetch", "snippet")  # LocalIndex.search's three steps: top, fetch, hits
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)  # the query thread's own, where Linux tells
+
+
+def _disk_faults() -> int:
+    """Page faults that had to read the disk (a page not in the OS page cache) so far, by the query thread."""
+    return resource.getrusage(_RUSAGE_THREAD).ru_majflt
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
 def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
-    """End-to-end latency of ``index.search`` and the mean time of its three steps; then ``top`` against
-    the whole query (``top_whole``, every posting scored): their top-k overlap and the whole query's time."""
+    """End-to-end latency of ``index.search``, timed step by step; then ``top`` against the whole query
+    (``top_whole``, every posting scored): their top-k overlap and the whole query's time.
+
+    ``stage_ms`` holds each step's wall mean, p50 and p99, its CPU mean and its page faults that read the disk
+    per query, so that a slower run names the step that slowed and how: ranking (``search``), reading the
+    hits' stored documents (``doc_fetch``: faults there mean the document store left the page cache) or the
+    snippets, in CPU or waiting (wall above CPU: the disk, or another process on the core).
+    """
     for query in queries[:50]:  # warm the OS page cache and tantivy's readers
         index.search(query, top_k)
     index.top_paths.clear()
     latencies, cpu = [], []
+    wall_by_stage: dict[str, list[float]] = {stage: [] for stage in STAGES}
+    cpu_by_stage = dict.fromkeys(STAGES, 0.0)
+    faults = dict.fromkeys(STAGES, 0)
     started = time.perf_counter()
-    for query in queries:
-        t0, c0 = time.perf_counter(), time.thread_time()
-        index.search(query, top_k)
-        latencies.append(time.perf_counter() - t0)
-        cpu.append(time.thread_time() - c0)
+    for query in queries:  # LocalIndex.search is exactly these three calls
+        marks = [(time.perf_counter(), time.thread_time(), _disk_faults())]
+        parsed, found = index.top(query, top_k)
+        marks.append((time.perf_counter(), time.thread_time(), _disk_faults()))
+        docs = index.fetch(found)
+        marks.append((time.perf_counter(), time.thread_time(), _disk_faults()))
+        index.hits(parsed, docs)
+        marks.append((time.perf_counter(), time.thread_time(), _disk_faults()))
+        latencies.append(marks[-1][0] - marks[0][0])
+        cpu.append(marks[-1][1] - marks[0][1])
+        for stage, (before, after) in zip(STAGES, itertools.pairwise(marks), strict=True):
+            wall_by_stage[stage].append(after[0] - before[0])
+            cpu_by_stage[stage] += after[1] - before[1]
+            faults[stage] += after[2] - before[2]
     wall = time.perf_counter() - started
     paths = dict(index.top_paths)
-    split = {"search": 0.0, "doc_fetch": 0.0, "snippet": 0.0}
-    for query in queries:  # the same steps timed one by one (LocalIndex.search does exactly these)
-        t0 = time.perf_counter()
-        parsed, found = index.top(query, top_k)
-        t1 = time.perf_counter()
-        docs = index.fetch(found)
-        t2 = time.perf_counter()
-        index.hits(parsed, docs)
-        t3 = time.perf_counter()
-        split["search"] += t1 - t0
-        split["doc_fetch"] += t2 - t1
-        split["snippet"] += t3 - t2
     overlap, same, whole_seconds = [], 0, 0.0
     for query in queries:  # the whole query first, so that its time is not helped by top's reads
         t0 = time.perf_counter()
@@ -207,19 +229,27 @@ def measure_queries(index: LocalIndex, queries: list[str], top_k: int) -> dict:
         same += hits == expected
     latencies.sort()
     cpu.sort()
+    stage_ms = {}
+    for stage, times in wall_by_stage.items():
+        mean = statistics.mean(times)
+        times.sort()
+        stage_ms[stage] = {"mean": _ms(mean), "p50": _ms(statistics.median(times)), "p99": _ms(_percentile(times, 0.99)),
+                           "cpu_mean": _ms(cpu_by_stage[stage] / len(queries)),
+                           "disk_faults_per_query": round(faults[stage] / len(queries), 3)}
     return {
         "queries": len(queries),
-        "latency_ms_p50": round(statistics.median(latencies) * 1000, 3),
-        "latency_ms_p99": round(_percentile(latencies, 0.99) * 1000, 3),
-        "cpu_ms_p50": round(statistics.median(cpu) * 1000, 3),
-        "cpu_ms_p99": round(_percentile(cpu, 0.99) * 1000, 3),
+        "latency_ms_p50": _ms(statistics.median(latencies)),
+        "latency_ms_p99": _ms(_percentile(latencies, 0.99)),
+        "cpu_ms_p50": _ms(statistics.median(cpu)),
+        "cpu_ms_p99": _ms(_percentile(cpu, 0.99)),
         "queries_per_second": round(len(queries) / wall, 1),
-        "mean_ms_split": {k: round(v / len(queries) * 1000, 3) for k, v in split.items()},
+        "stage_ms": stage_ms,
+        "mean_ms_split": {stage: stage_ms[stage]["mean"] for stage in STAGES},
         # how LocalIndex.top answered: candidates proven enough, a second pass needed, or the whole query
         "top_paths_share": {k: round(v / len(queries), 3) for k, v in sorted(paths.items())},
         "top10_overlap_with_full_query": round(statistics.mean(overlap), 4),
         "same_hits_and_scores_as_full_query": round(same / len(queries), 4),
-        "full_query_search_ms_mean": round(whole_seconds / len(queries) * 1000, 3),
+        "full_query_search_ms_mean": _ms(whole_seconds / len(queries)),
     }
 
 
