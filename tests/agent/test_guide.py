@@ -9,7 +9,7 @@ import pytest
 
 from deepresearcher.agent.guide import guide_requested, local_policy
 from deepresearcher.agent.guide.constraints import Choice, CopySpan, FreeText, Vocabulary
-from deepresearcher.agent.guide.reading import answer_phrases, page_phrases, yes_no
+from deepresearcher.agent.guide.reading import answer_kind, answer_phrases, candidates, page_phrases, yes_no
 from deepresearcher.agent.guide.turn import next_action, unread_results
 from deepresearcher.agent.trajectory import ToolCallRecord, Trajectory, TurnRecord
 from deepresearcher.config import load_config
@@ -113,6 +113,22 @@ def test_answer_phrases_are_what_the_pages_hold_and_the_question_does_not():
     assert page_phrases(pages[:2], "In which city was Pedres Broutrein born?") == ["Place of birth", "Kliashiaport",
                                                                                   "They"]
     assert yes_no("Was Pedres Broutrein born before 1950?") and not yes_no("Who founded Dimux Guild?")
+
+
+def test_candidates_keep_the_kind_asked_for_numbers_whole_and_a_word_of_the_same_stem():
+    """A year question picks among the pages' numbers even when the model's sentence named a year the pages do not
+    hold; a who question among names; a number keeps its separators; ``biology`` names the page's ``biologist``."""
+    page = ["Orel Vask\nOver the years the subject has been discussed in newspapers.\n| Founded by | Ann Lee |\n"
+            "| Established | 1894 |\n| Profession | biologist |\n| Population | 994,100 |"]
+    assert answer_kind("In what year was Orel Vask founded?") == "number" and answer_kind("Who founded X?") == "name"
+    assert answer_kind("What is the occupation of X?") is None
+    assert candidates("Orel Vask was founded in 1999.", page, "In what year was Orel Vask founded?") == ["1894", "994,100"]
+    assert candidates("It was founded in 1992 by a group.", page, "Who founded Orel Vask?")[0] != "1992"
+    assert all(p[0].isupper() for p in candidates("A group in 1992.", page, "Who founded Orel Vask?"))
+    assert candidates("Its population is 994,100.", page, "What is the population of Orel Vask?") == ["994,100"]
+    assert candidates("The occupation of Orel Vask is biology.", page, "What is the occupation of Orel Vask?") == [
+        "biologist"]
+    assert candidates("It is.", page, "Was Orel Vask founded before 1900?") == ["yes", "no"]
 
 
 def _turn(name: str, arguments: dict, observation: list | None = None, error: str | None = None) -> TurnRecord:

@@ -6,9 +6,12 @@ among a few phrases. So the answer turn is read in a prompt of its own, the *rea
 only the notes of the pages read and the question), in two steps:
 
 1. the model answers in one sentence, freely (its thought in the answer turn);
-2. the phrases of that sentence that the pages contain and the question does not (``answer_phrases``) are the
-   answer's candidates, and the model picks one; when its sentence names none, the candidates are all such
-   phrases of the pages (``page_phrases``). A yes-or-no question picks between yes and no.
+2. the phrases of that sentence that the pages contain and the question does not (``answer_phrases``; a word
+   of the sentence stands for a page's word of the same stem: ``biology`` names ``biologist``) are the answer's
+   candidates, and the model picks one; when its sentence names none, the candidates are the pages' short
+   phrases (``page_phrases``). Either way only phrases of the kind the question asks for (``answer_kind``: a
+   number for *what year*, *when*, *how many*; a name for *who*, *where*, *which city*) stay, when some are. A
+   yes-or-no question picks between yes and no.
 
 Either way the answer is text the pages hold (or yes/no), never words of the question or of the model's memory;
 only when nothing at all was read does the model write it freely.
@@ -34,12 +37,42 @@ _EDGE_WORDS = frozenset("a an the by in at of on to from for with as is was are 
 """Words a phrase does not start or end with (``by Braebax Collective`` is ``Braebax Collective``)."""
 _YES_NO_OPENERS = frozenset("is are was were do does did has have had can could will would should".split())
 """First words of a yes-or-no question, which the system turn says to answer with yes or no."""
+PHRASE_WORDS = 4
+"""Most words of a candidate (an answer is a name, a number, a few words)."""
+_NUMBER_QUESTION = re.compile(r"\b(?:what|which) year\b|\bwhen\b|\bhow (?:many|much|old|long)\b|\bpopulation\b",
+                              re.IGNORECASE)
+_NAME_QUESTION = re.compile(r"^\s*(?:who|whom|whose|where)\b|\b(?:which|what) (?:city|town|country|place|"
+                            r"organi[sz]ation|company|person|team|group|university)\b", re.IGNORECASE)
 _CONTROL = "".join(map(chr, range(32)))
 _SESSION_SALT = 0x5EAD_5EAD_5EAD
+_WORD = re.compile(r"\d+(?:[.,]\d+)*|\w+")
+"""A word; a number keeps its separators (``994,100`` is one word)."""
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text)
+    return _WORD.findall(text)
+
+
+def _stem(word: str) -> str | None:
+    """A word's first five letters, for words of five letters or more: ``organized`` and ``organizes`` share it."""
+    return word[:5].lower() if len(word) >= 5 and word.isalpha() else None
+
+
+def answer_kind(question: str) -> str | None:
+    """What the question asks for: ``number`` (what year, when, how many), ``name`` (who, where, which city,
+    which organization) or None (anything)."""
+    if _NUMBER_QUESTION.search(question):
+        return "number"
+    return "name" if _NAME_QUESTION.search(question) else None
+
+
+def of_kind(phrase: str, kind: str | None) -> bool:
+    """Whether ``phrase`` is of the ``kind`` the question asks for (numbers hold a digit, names are capitalized)."""
+    if kind == "number":
+        return any(ch.isdigit() for ch in phrase)
+    if kind == "name":
+        return all(w[0].isupper() for w in _words(phrase))
+    return True
 
 
 class _Asked:
@@ -48,11 +81,10 @@ class _Asked:
 
     def __init__(self, question: str) -> None:
         words = {w.lower() for w in _words(question)}
-        self._words, self._stems = words, {w[:5] for w in words if len(w) >= 5}
+        self._words, self._stems = words, {_stem(w) for w in words} - {None}
 
     def __call__(self, word: str) -> bool:
-        word = word.lower()
-        return word in self._words or (len(word) >= 5 and word[:5] in self._stems)
+        return word.lower() in self._words or _stem(word) in self._stems
 
 
 def yes_no(question: str) -> bool:
@@ -66,8 +98,13 @@ def answer_phrases(sentence: str, sources: list[str], question: str) -> list[str
     share no word with ``question``, without function words at their edges, in order."""
     asked = _Asked(question)
     lines = [" " + " ".join(_words(line.lower())) + " " for source in sources for line in source.splitlines()]
+    page_words: dict[str, str] = {}  # stem -> the first page word of that stem
+    for word in _words(" ".join(sources)):
+        stem = _stem(word)
+        if stem is not None and not asked(word):
+            page_words.setdefault(stem, word)
     first = re.split(r"[.!?](?=\s|$)|\n", sentence, maxsplit=1)[0]
-    words = _words(first)
+    words = [w if f" {w.lower()} " in " ".join(lines) + " " else page_words.get(_stem(w) or "", w) for w in _words(first)]
 
     def on_page(span: list[str]) -> bool:
         needle = " " + " ".join(w.lower() for w in span) + " "
@@ -93,11 +130,12 @@ def answer_phrases(sentence: str, sources: list[str], question: str) -> list[str
 
 def page_phrases(sources: list[str], question: str) -> list[str]:
     """The maximal phrases of the pages' lines, between punctuation, that share no word with ``question``, without
-    function words at their edges: the candidates when the model's sentence named nothing the pages hold."""
+    function words at their edges, of ``PHRASE_WORDS`` words at most: the candidates when the model's sentence
+    named nothing the pages hold."""
     asked = _Asked(question)
     phrases: list[str] = []
     for source in sources:
-        for segment in re.split(r"[^\w\s'-]+|\n", source):
+        for segment in re.split(r"(?:[^\w\s'.,-]|[.,](?!\d)|(?<!\d)[.,])+|\n", source):
             run: list[str] = []
             for word in [*_words(segment), ""]:
                 if word and not asked(word):
@@ -107,10 +145,24 @@ def page_phrases(sources: list[str], question: str) -> list[str]:
                     run.pop(0)
                 while run and run[-1].lower() in _EDGE_WORDS:
                     run.pop()
-                if run and " ".join(run) not in phrases:
+                if run and len(run) <= PHRASE_WORDS and " ".join(run) not in phrases:
                     phrases.append(" ".join(run))
                 run = []
     return phrases
+
+
+def candidates(sentence: str, sources: list[str], question: str) -> list[str]:
+    """The answers the model picks among: yes and no for a yes-or-no question; else the phrases its sentence names
+    (``answer_phrases``), or else the pages' (``page_phrases``); of the kind the question asks for when some are."""
+    if yes_no(question):
+        return ["yes", "no"]
+    kind = answer_kind(question)
+    named = [p for p in answer_phrases(sentence, sources, question) if len(_words(p)) <= PHRASE_WORDS]
+    found = page_phrases(sources, question)
+    for phrases in ([p for p in named if of_kind(p, kind)], [p for p in found if of_kind(p, kind)], named, found):
+        if phrases:
+            return phrases
+    return []
 
 
 class Reader:
@@ -134,8 +186,7 @@ class Reader:
             "max_tokens": SENTENCE_TOKENS, "stop": ["\n"], "constraint": self._sentence}))
         sentence = self.vocab.text(said.token_ids).strip()
         messages += [{"role": "assistant", "content": sentence}, {"role": "user", "content": PICK_INSTRUCTION}]
-        phrases = ["yes", "no"] if yes_no(question) else (
-            answer_phrases(sentence, sources, question) or page_phrases(sources, question))
+        phrases = candidates(sentence, sources, question)
         if len(phrases) == 1:
             return sentence, phrases[0]
         options = [phrase + "\n" for phrase in phrases]
