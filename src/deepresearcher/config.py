@@ -507,6 +507,23 @@ class AgentConfig(Section):
     batch_wait_ms: float = Field(
         5.0, ge=0, description="Local policies: how long a batch waits for more requests before decoding."
     )
+    guide: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Guided decoding of a model never trained on the protocol, in `research` and `eval` (never in "
+        "training): a worked example in the system turn, and each turn written around what the model samples (tags "
+        "and call JSON written for it; the page it opens one the search returned; the answer a span copied from the "
+        "pages it read), so it searches before it answers. `auto`: only the embedded base model (`agent.policy: "
+        "smollm2`) built from this config; trained checkpoints, the quickstart's agent and other protocols run "
+        "unguided. `on`: any local policy (native protocol). `off`: never. See docs/agent.md.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _guide_switch(cls, data: Any) -> Any:
+        """YAML reads `on` and `off` as booleans (`--set agent.guide=on`); they mean the settings of those names."""
+        if isinstance(data, dict) and isinstance(data.get("guide"), bool):
+            return {**data, "guide": "on" if data["guide"] else "off"}
+        return data
 
 
 class TinyModelConfig(Section):
@@ -1055,6 +1072,11 @@ class EvalConfig(Section):
         "../shared/datasets beside the repository."
     )
     limit: int | None = Field(None, ge=1, description="Questions per benchmark at most (the first ones); null: all.")
+    world_types: list[str] | None = Field(
+        None,
+        description="`world` benchmarks: only tasks of these types (e.g. `[hop1]`), taken before `limit`, so "
+        "`--limit 20` is the first 20 of them. Null: every type (the world's own mix).",
+    )
     samples: int = Field(1, ge=1, description="Rollouts per question (k of pass@k and mean@k).")
     temperature: float = Field(
         0.0,
@@ -1088,6 +1110,16 @@ class EvalConfig(Section):
         "agent read support the answer (temperature 0, True/False), and report its agreement with the grounding rule "
         "of the behaviour table (docs/eval.md). False: the rule alone, no extra judge calls.",
     )
+
+    @model_validator(mode="after")
+    def _known_world_types(self) -> EvalConfig:
+        from deepresearcher.world.tasks import TASK_TYPES
+
+        unknown = sorted(set(self.world_types or ()) - set(TASK_TYPES))
+        if unknown:
+            raise ValueError(f"eval.world_types: unknown task type(s) {', '.join(unknown)}; "
+                             f"choose from {', '.join(TASK_TYPES)}.")
+        return self
 
 
 PROTOCOL_DEFAULTS: dict[str, dict[tuple[str, str], Any]] = {

@@ -104,3 +104,30 @@ def test_research_with_the_embedded_model_offline(world, request, tmp_path):
     policy = [s for s in trajectory.segments if s.source == "policy"]
     assert policy and all(len(s.token_ids) == len(s.logprobs) <= 12 for s in policy)
     assert trajectory.metadata["exact_tokens"] is True
+
+
+def test_research_on_a_fresh_install_searches_before_it_answers(request, tmp_path, monkeypatch):
+    """The README's usage line as a new user runs it: no quickstart run, no --policy or --config, the default world.
+    The embedded SmolLM2 (guided, `agent.guide: auto`) searches first, opens a page the search returned, and
+    answers with text that page holds, not the prompt's placeholders."""
+    from deepresearcher.agent.trajectory import Trajectory
+    from deepresearcher.cli.main import app
+    from deepresearcher.eval.behaviours import observed_text
+    from deepresearcher.reward import cover_em
+
+    pytest_cache = getattr(request.config, "cache", None)
+    cache = pytest_cache.mkdir("deepresearcher-embedded") if pytest_cache is not None else tmp_path / "cache"
+    monkeypatch.chdir(tmp_path)  # no runs/quickstart here: a fresh install
+    question = "In which city was Pedres Broutrein born?"
+    result = CliRunner().invoke(app, ["research", question, "--json", "--set", f"cache_dir={cache}"])
+    assert result.exit_code == 0, result.output
+    assert "embedded SmolLM2-135M-Instruct, guided" in result.stderr
+    trajectory = Trajectory.model_validate_json(result.stdout)
+    calls = [turn.tool_call for turn in trajectory.turns if turn.tool_call is not None]
+    assert trajectory.termination == "answer" and calls, [turn.text for turn in trajectory.turns]
+    assert calls[0].name == "web_search" and calls[0].error is None and calls[0].observation
+    found = {hit["url"] for entry in calls[0].observation for hit in entry["web_page_info_list"]}
+    read = [call for call in calls if call.name == "browse_webpage" and call.error is None]
+    assert read and set(read[0].arguments["url_list"]) <= found
+    assert trajectory.answer and "YOUR" not in trajectory.answer
+    assert cover_em(observed_text(trajectory), [trajectory.answer]), (trajectory.answer, "is not in what it read")

@@ -80,6 +80,21 @@ def test_a_failed_call_grounds_nothing():
     assert behaviour_record(episode(failed, answer="Ann Lee"), HOP2).grounded is False
 
 
+def test_searched_then_answered_counts_episodes_that_searched_and_then_answered_of_all():
+    """The fresh-install bar (docs/agent.md): an answer with no search before it, or a search never answered,
+    does not count; a search the backend failed still was a search."""
+    failed = TurnRecord(text="", tool_call=ToolCallRecord(name="web_search", arguments={"query": ["Ann Lee"]},
+                                                          error="backend down"))
+    records = [behaviour_record(episode(search("Acme Corp founder"), answer="Ann Lee"), HOP2),
+               behaviour_record(episode(failed, answer="Ann Lee"), HOP2),
+               behaviour_record(episode(browse((WIKI + "Acme_Corp", "Ann Lee")), answer="Ann Lee"), HOP2),
+               behaviour_record(episode(answer="Ann Lee"), HOP2),
+               behaviour_record(episode(search("Acme Corp founder"), answer=None), HOP2)]
+    assert [r.searched for r in records] == [True, True, False, False, True]
+    assert behaviour_rates(records)["searched_then_answered"] == {"rate": 0.4, "n": 5}
+    assert behaviour_rows({"all": behaviour_rates(records)})[0]["searched, then answered"] == "40% (5)"
+
+
 # ---------------------------------------------------------------------------------------------- cross-checking
 
 CONFLICT = {"id": "c1", "type": "conflict", "question": "When was Acme Corp founded?", "golds": ["1901"],

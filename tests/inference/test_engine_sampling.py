@@ -189,3 +189,41 @@ def test_a_rewritten_turn_reuses_the_shared_start_and_samples_as_a_full_forward_
     sampled = torch.tensor(second.token_ids, device=logits.device)
     expected = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
     assert second.logprobs == pytest.approx(expected.tolist(), abs=2e-4)
+
+
+class _Only:
+    """A token constraint allowing a fixed set of ids (``SamplingParams.constraint``)."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def allowed(self, sampled: list[int]) -> list[int]:
+        return self.ids
+
+
+def test_a_constrained_row_samples_the_best_allowed_token_and_leaves_its_batch_alone(tiny_model_dir: Path) -> None:
+    """Guided decoding's hook: a row with a constraint takes, greedily, the argmax of a full forward over its allowed
+    ids at every step; an unconstrained row decoding beside it samples exactly what it samples alone."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    engine = LocalEngine(model, tokenizer, seed=1, batch_wait_s=0.05)
+    prompt = tokenizer("Vesk is the capital")["input_ids"]
+    free = SamplingParams(max_tokens=8, temperature=0.9, seed=4)
+    allowed = [7, 23, 101, 250]
+    guided = SamplingParams(max_tokens=8, temperature=0, constraint=_Only(allowed))
+    alone = asyncio.run(engine.generate(prompt, free))
+
+    async def together():  # noqa: ANN202
+        return await asyncio.gather(engine.generate(prompt, free), engine.generate(prompt, guided))
+
+    beside, constrained = asyncio.run(together())
+    assert engine.batches[-1] == 2, "both rows decoded in one batch"
+    assert beside.token_ids == alone.token_ids and beside.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+    assert len(constrained.token_ids) == 8 and set(constrained.token_ids) <= set(allowed)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + constrained.token_ids])).logits[0, len(prompt) - 1 : -1]
+    best = [allowed[int(row[allowed].argmax())] for row in logits]
+    assert constrained.token_ids == best
+    assert "constraint" not in guided.model_dump(), "a constraint is never sent to a server"

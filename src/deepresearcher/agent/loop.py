@@ -45,7 +45,7 @@ from deepresearcher.agent.template import ChatTemplate
 from deepresearcher.agent.trajectory import ToolCallRecord, Trajectory, TurnRecord
 from deepresearcher.agent.transcript import Transcript
 from deepresearcher.config import AgentConfig
-from deepresearcher.generate.base import Generator, SamplingParams
+from deepresearcher.generate.base import GenerationResult, Generator, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,14 @@ class ToolBoxLike(Protocol):
     async def call(self, name: str, arguments: dict[str, Any], context: Any) -> ToolOutcomeLike: ...
 
 
+class TurnGuide(Protocol):
+    """What the loop needs from ``deepresearcher.agent.guide.Guide``: a whole turn written around the policy's
+    samples (``agent.guide``)."""
+
+    async def turn(self, generator: Generator, context: list[int], params: SamplingParams, trajectory: Trajectory,
+                   *, final: bool) -> GenerationResult: ...
+
+
 EventCallback = Callable[[str, Trajectory, "TurnRecord | None"], None]
 """``on_event(kind, trajectory, turn)``: ``generate`` (a turn starts; turn None), ``turn`` (sampled and parsed),
 ``tool`` (its observation is in) or ``end`` (turn None)."""
@@ -121,8 +129,11 @@ class RolloutEngine:
         *,
         on_event: EventCallback | None = None,
         make_context: Callable[[str], Any] | None = None,
+        guide: TurnGuide | None = None,
     ) -> None:
+        """``guide``: turns are written by it around the policy's samples (``agent.guide``); None: sampled whole."""
         self.generator = generator
+        self.guide = guide
         self.toolbox = toolbox
         self.template = template
         self.config = config
@@ -146,6 +157,8 @@ class RolloutEngine:
             golds=task.golds,
             metadata={**task.metadata, "exact_tokens": bool(getattr(self.generator, "exact_tokens", True))},
         )
+        if self.guide is not None:
+            trajectory.metadata["guided"] = True
         rollout = _Rollout(task=task, trajectory=trajectory, context=self.make_context(task.question),
                            session=self._session_of(task))
         state = AgentState.PENDING
@@ -209,7 +222,11 @@ class RolloutEngine:
         self._emit("generate", rollout, None)
         start = time.perf_counter()
         async with self._generation_slots:
-            result = await self.generator.generate(context, params)
+            if self.guide is None:
+                result = await self.generator.generate(context, params)
+            else:
+                final = len(rollout.trajectory.turns) + 1 >= cfg.max_turns
+                result = await self.guide.turn(self.generator, context, params, rollout.trajectory, final=final)
         seconds = time.perf_counter() - start
         text = result.text if result.text is not None else self.template.tokenizer.decode(result.token_ids)
         parsed = self._parse(text)

@@ -8,7 +8,9 @@ made once, here:
   protocol's, or the one-line turn of a model trained with ``train.compact_prompt`` (a model trained on
   one cannot follow the other);
 - the decoding: ``train`` samples at ``agent.temperature``; ``eval`` (evaluation and ``research``) at
-  ``eval.temperature`` (0: greedy), as the quickstart's held-out evaluation does.
+  ``eval.temperature`` (0: greedy), as the quickstart's held-out evaluation does;
+- the guide (``agent.guide``): in ``eval`` decoding, the embedded base model built from
+  ``agent.policy`` gets a worked example in its system turn and guided turns; every other policy runs unguided.
 
 Either way the episode's context budget is bounded by the policy's own window.
 """
@@ -19,6 +21,7 @@ from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+from deepresearcher.agent.guide import Guide
 from deepresearcher.agent.loop import EventCallback, RolloutEngine, fit_window
 from deepresearcher.agent.protocols import AgentProtocol, get_protocol
 from deepresearcher.agent.template import ChatTemplate
@@ -39,12 +42,16 @@ def agent_protocol(config: Config) -> AgentProtocol:
     return get_protocol(config.agent.protocol)
 
 
-def make_template(tokenizer: Any, config: Config) -> ChatTemplate:
+def make_template(tokenizer: Any, config: Config, *, guided: bool = False) -> ChatTemplate:
     """The agent's chat template for ``tokenizer``, ``agent.protocol`` and the system turn ``config`` trains
-    and evaluates with."""
+    and evaluates with; ``guided``: with the guide's worked example after it."""
     template = ChatTemplate(tokenizer, agent_protocol(config))
     if config.train.compact_prompt:
         template.system = COMPACT_SYSTEM_PROMPT
+    if guided:
+        from deepresearcher.agent.guide import worked_example
+
+        template.system = template.system + worked_example(config)
     return template
 
 
@@ -82,14 +89,17 @@ class AgentSession:
     """A policy, its template and settings, and one toolbox per environment, ready to run episodes."""
 
     def __init__(
-        self, config: Config, generator: Generator, tokenizer: Any, toolboxes: list[Any], *, decoding: Decoding
+        self, config: Config, generator: Generator, tokenizer: Any, toolboxes: list[Any], *, decoding: Decoding,
+        guide: Guide | None = None,
     ) -> None:
+        """``guide``: write each turn around what the policy samples (``agent.guide``; ``open_session`` decides)."""
         self.config = config
         self.generator = generator
         self.tokenizer = tokenizer
         self.toolboxes = toolboxes
         self.decoding = decoding
-        self.template = make_template(tokenizer, config)
+        self.guide = guide
+        self.template = make_template(tokenizer, config, guided=guide is not None)
         self.settings = episode_settings(config, generator, decoding)
 
     def engine(
@@ -98,7 +108,7 @@ class AgentSession:
     ) -> RolloutEngine:
         """A rollout engine of this session (another generator, e.g. a seeded view, or toolbox if given)."""
         return RolloutEngine(generator or self.generator, toolbox or self.toolboxes[0], self.template,
-                             settings or self.settings, on_event=on_event)
+                             settings or self.settings, on_event=on_event, guide=self.guide)
 
     async def run(self, tasks: Iterable[Any], *, toolbox: Any = None, on_event: EventCallback | None = None,
                   settings: AgentConfig | None = None) -> list[Trajectory]:
@@ -113,14 +123,18 @@ async def open_session(
     config: Config, *, policy: tuple[Generator, Any] | None = None, decoding: Decoding = "eval"
 ) -> AsyncIterator[AgentSession]:
     """A session on ``config``'s policy (or ``policy``, a ``(generator, tokenizer)`` already built) and its
-    environment (``make_environment``); both are closed on exit."""
+    environment (``make_environment``); both are closed on exit. A guided session (``agent.guide``) builds its
+    policy on the local engine, the generator that constrains tokens."""
+    from deepresearcher.agent.guide import guide_requested, local_policy, make_guide
     from deepresearcher.generate.factory import make_policy
     from deepresearcher.web import make_environment
 
-    generator, tokenizer = policy if policy is not None else make_policy(config)
+    guided = guide_requested(config, decoding=decoding, policy_from_config=policy is None)
+    generator, tokenizer = policy if policy is not None else make_policy(local_policy(config) if guided else config)
     try:
+        guide = make_guide(generator, tokenizer, config) if guided else None
         async with make_environment(config) as env:
             toolbox = make_toolbox(env, config)
-            yield AgentSession(config, generator, tokenizer, [toolbox], decoding=decoding)
+            yield AgentSession(config, generator, tokenizer, [toolbox], decoding=decoding, guide=guide)
     finally:
         await generator.aclose()

@@ -105,6 +105,12 @@ def _compact(observation: list[dict[str, Any]], echo: bool = True) -> str:
     return "\n\n".join(blocks)
 
 
+def render_observation(observation: list[dict[str, Any]], config: Config) -> str:
+    """A raw observation of either tool as the policy reads it (``browse.observation_format``)."""
+    browse = config.browse
+    return _compact(observation, browse.observation_echo) if browse.observation_format == "compact" else _dumps(observation)
+
+
 def page_notes(information: Any) -> str:
     """A browsed page's notes as text, in either protocol's shape: the native string, or the original
     DeepResearcher's list of ``{"page_number", "page_summary"}``."""
@@ -173,8 +179,7 @@ class ToolBox:
         return ToolOutcome(text=self._render(observation), raw=observation)
 
     def _render(self, observation: list[dict[str, Any]]) -> str:
-        browse = self.config.browse
-        return _compact(observation, browse.observation_echo) if browse.observation_format == "compact" else _dumps(observation)
+        return render_observation(observation, self.config)
 
     async def _browse(self, arguments: dict[str, Any], context: ToolContext) -> ToolOutcome:
         urls = _string_list(arguments, "url_list", "browse_webpage")

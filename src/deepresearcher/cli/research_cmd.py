@@ -192,10 +192,15 @@ def research(
         config, settings = trained.config, [*trained.overrides, *settings]
         notices.print(f"[dim]policy: the agent trained by the quickstart ({trained.model}); world: its held-out "
                       f"world ({trained.world}). Pass --policy or --config for another.[/]", highlight=False)
-    elif config is None and policy is None:
-        notices.print("[dim]policy: the embedded SmolLM2-135M-Instruct, which does not know this protocol well. "
-                      "Run `deepresearcher quickstart` to train an agent; research then uses it.[/]", highlight=False)
     cfg = resolve_config(config, settings)
+    if trained is None and config is None and policy is None:
+        from deepresearcher.agent.guide import guide_requested
+
+        how = ("guided through the protocol's turns (agent.guide): it searches, reads a result and answers from "
+               "the page" if guide_requested(cfg, decoding="eval", policy_from_config=True)
+               else "unguided (agent.guide=off); it does not know this protocol")
+        notices.print(f"[dim]policy: the embedded SmolLM2-135M-Instruct, {how}. Run `deepresearcher quickstart` "
+                      "to train an agent; research then uses it.[/]", highlight=False)
     display = None if as_json else TraceDisplay(console)
     if display is not None:
         console.print(Panel(question, title="Question", expand=False), highlight=False)

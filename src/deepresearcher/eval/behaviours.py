@@ -183,6 +183,7 @@ class BehaviourRecord:
     grounded: bool | None
     pages_read: int
     sites_read: int
+    searched: bool = False  # a web_search call (answered or not by the backend) came before the episode ended
     saw_reliable: bool | None = None
     saw_contradicting: bool | None = None
     believed: str | None = None  # conflict tasks: reliable | contradicting | other
@@ -238,6 +239,7 @@ def behaviour_record(trajectory: Trajectory, task: TaskLabels | Any) -> Behaviou
         grounded=_covers(seen_text, answer or "") if checkable else None,
         pages_read=len(read), sites_read=len({urlsplit(u).hostname or u for u in read}),
         repeated_calls=len(calls) - len({c.key for c in calls}), world=labels.world,
+        searched=any(c.name == "web_search" for c in _calls(trajectory)),
     )
     if labels.type == "conflict" and labels.chain:
         _cross_check(record, calls, labels, answer, abstained)
@@ -379,6 +381,7 @@ def behaviour_rates(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> d
     both_read = [r for r in two if r["entities_read"] == 2]
     return {
         "episodes": {"rate": None, "n": len(rows)},
+        "searched_then_answered": _rate(sum(r["answered"] and r.get("searched", False) for r in rows), len(rows)),
         "grounded": _rate(sum(r["grounded"] for r in checked), len(checked)),
         "unsupported": _rate(sum(not r["grounded"] for r in checked), len(checked)),
         "pages_per_answer": _mean([r["pages_read"] for r in answered]),
@@ -451,6 +454,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("plan_in_order", "plan in order", True), ("plan_chained", "chained queries", True),
     ("both_entities_searched", "2 entities: both searched", True), ("both_pages_read", "2 entities: both read", True),
     ("right_when_both_read", "2 entities: right when read", True),
+    ("searched_then_answered", "searched, then answered", True),
 )
 """The report columns: (rate, title, shown as a percentage)."""
 

@@ -76,7 +76,8 @@ def _world_tasks(config: Config, split: str, limit: int | None) -> list[QATask]:
     from deepresearcher.web.local_world import ensure_world
     from deepresearcher.world import load_tasks
 
-    tasks = load_tasks(ensure_world(config), split)[:limit]
+    types = config.eval.world_types
+    tasks = [t for t in load_tasks(ensure_world(config), split) if types is None or t.type in types][:limit]
     return [
         QATask(id=t.id, source=WORLD, question=t.question, golds=t.golds, split=split,
                metadata={"type": t.type, "answerable": t.answerable, "evidence_urls": t.evidence_urls,

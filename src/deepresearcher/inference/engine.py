@@ -21,6 +21,8 @@ batch, so the event loop never waits on a forward pass:
   take the argmax. Each row draws from its own random stream, seeded by the engine's seed, the request's
   ``seed`` and ``session`` and its prompt length, so what a request samples does not depend on which
   other requests happened to share its batch (admission follows the clock; the samples must not);
+- **token constraints**: a request's ``SamplingParams.constraint`` masks each step's logits to the tokens it
+  allows (guided decoding of an untrained model, ``agent.guide``); unconstrained rows are untouched;
 - **context guard**: a prompt that does not fit the model's positions is refused with the setting to
   change, and no row samples past them;
 - **static cache and CUDA graphs**: with ``static_cache`` on, the running batch's keys and values live in
@@ -127,6 +129,8 @@ class LocalEngine:
     """A loaded causal LM behind the async ``Generator`` interface; safe for many concurrent callers."""
 
     exact_tokens = True
+    supports_constraints = True
+    """Honours ``SamplingParams.constraint`` (guided decoding, ``agent.guide``)."""
 
     def __init__(
         self,
@@ -392,7 +396,7 @@ class LocalEngine:
         """
         import torch
 
-        logits = logits.float()
+        logits = _constrain(logits.float(), rows)
         device = logits.device
         temperature = torch.tensor([r.params.temperature for r in rows], device=device).unsqueeze(-1)
         greedy = temperature.squeeze(-1) == 0
@@ -637,6 +641,27 @@ class LocalEngine:
                     values[i, :, width - c :] = hit.layers[layer][1]
             layers.append((keys, values))
         return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+
+def _constrain(logits: Any, rows: list[_Row]) -> Any:
+    """``logits`` with each constrained row's disallowed tokens at -inf (``SamplingParams.constraint``); the
+    same tensor when no row is constrained, so unconstrained sampling is untouched."""
+    import torch
+
+    masked = None
+    for i, row in enumerate(rows):
+        constraint = row.params.constraint
+        allowed = constraint.allowed(row.sampled) if constraint is not None else None
+        if allowed is None:
+            continue
+        ids = torch.as_tensor(allowed, dtype=torch.long, device=logits.device)
+        if ids.numel() == 0:
+            raise GenerationError("a token constraint allowed no token")
+        if masked is None:
+            masked = logits.clone()
+        masked[i] = float("-inf")
+        masked[i, ids] = logits[i, ids]
+    return logits if masked is None else masked
 
 
 def _filled(row: _Row) -> int:

@@ -6,11 +6,22 @@ prompt token ids plus :class:`SamplingParams` in, :class:`GenerationResult` out.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 FinishReason = Literal["stop", "length"]
+
+
+class TokenConstraint(Protocol):
+    """Which tokens a request may sample next: guided decoding of a model that does not know a protocol
+    (``deepresearcher.agent.guide``). Only the local engine honours it (``LocalEngine.supports_constraints``)."""
+
+    def allowed(self, sampled: list[int]) -> Sequence[int] | Any | None:
+        """The ids allowed after ``sampled`` (this request's ids so far), as a sequence or a 1-D long tensor,
+        never empty; None: any token."""
+        ...
 
 
 class SamplingParams(BaseModel):
@@ -29,6 +40,11 @@ class SamplingParams(BaseModel):
         description="Requests of one session (an episode's turns) share the start of their token ids with the "
         "previous one's prompt and sampled ids (usually they extend them), so a generator may keep that session's "
         "KV cache from one call to the next; None: no reuse.",
+    )
+    constraint: Any = Field(
+        None, exclude=True, repr=False,
+        description="A `TokenConstraint` masking each step's logits to the tokens it allows (the sampled token's "
+        "logprob is then under the masked distribution); not sent to servers. None: unconstrained.",
     )
 
 
