@@ -104,6 +104,23 @@ def test_the_unreliable_page_outranks_the_reliable_one_in_about_half_the_conflic
     assert all(site_of(u) in RELIABLE_HOSTS for u in reliable)
 
 
+def test_world_show_reports_how_often_the_contradicting_page_ranks_first(small_world: Path) -> None:
+    """`deepresearcher world show` prints the conflicts' ranking (the figure docs/ARCHITECTURE.md quotes), the
+    counts the index gives for the world's own conflict hops."""
+    from typer.testing import CliRunner
+
+    from deepresearcher.cli.main import app
+    from deepresearcher.web.backends.local import LocalIndex
+
+    index = LocalIndex(small_world / "index")
+    hops = [t.chain[0] for t in _all_tasks(small_world) if t.type == "conflict"]
+    first = sum(index.search(h.query, 1)[0].url == h.contradicting_urls[0] for h in hops)
+    shown = CliRunner().invoke(app, ["world", "show", str(small_world)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert (f"conflict tasks: {len(hops)}; for the fact's query the contradicting page ranks first in {first} "
+            f"({first / len(hops):.1%}); a reliable and the contradicting page are the top 2 in {len(hops)}") in shown.output
+
+
 def test_unanswerable_tasks_ask_for_facts_that_no_page_states(small_world: Path, page_texts: dict[str, str]) -> None:
     facts = {(f["subject"], f["relation"]): f for f in map(orjson.loads, (small_world / "knowledge.jsonl").open("rb"))}
     texts = list(page_texts.values())
