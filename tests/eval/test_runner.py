@@ -185,7 +185,9 @@ def test_a_world_eval_reports_the_no_tools_baselines_beside_the_policy(world_eva
     assert set(behaviours) == {tasks[r["task_id"]].type for r in records} | {"all"}
     unanswerable = sum(not tasks[r["task_id"]].answerable for r in records)
     assert behaviours["all"]["abstention_recall"] == {"rate": 0.0, "n": unanswerable} and unanswerable >= 1
-    assert behaviours["all"]["grounded"]["n"] == 0  # "no" is not checkable
+    # on world tasks "no" is checkable: only a yes/no question whose two values were read can ground it
+    two_page = sum(tasks[r["task_id"]].type == "two_page" for r in records)
+    assert behaviours["all"]["grounded"]["n"] == 40 and behaviours["all"]["grounded"]["rate"] <= two_page / 40
     hops = sum(tasks[r["task_id"]].type in ("hop2", "hop3") for r in records)
-    assert behaviours["all"]["plan_in_order"]["n"] == hops >= 1
+    assert behaviours["all"]["every_hop_searched"]["n"] == hops >= 1
     assert "## Research behaviours" in md and "| world / hop2 |" in md and "Research behaviours" in shown.output

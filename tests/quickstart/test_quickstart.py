@@ -72,9 +72,14 @@ def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, 
     assert "{'world'" not in page, "timings are a table, not a Python dict"
     viewer = (run / "heldout_after_grpo" / "report.html").read_text()
     assert held_out[0]["question"] in viewer and held_out[0]["question"] in page
-    # Research behaviours: the oracle's (its SFT episodes) beside the best no-tools baseline's and each stage's.
+    # Research behaviours: the oracle's (its SFT episodes, then the held-out tasks) beside the first-hit baseline's,
+    # the best no-tools baseline's and each stage's; rates that read the same everywhere are flagged.
     behaviours = summary["behaviours"]
-    assert set(behaviours) == {"oracle (SFT episodes)", "best no-tools baseline", "after SFT", "after GRPO"}
+    assert set(behaviours) == {"oracle (SFT episodes)", "oracle (held-out)", "first-hit baseline (held-out)",
+                               "best no-tools baseline", "after SFT", "after GRPO"}
+    assert behaviours["oracle (held-out)"]["all"]["episodes"]["n"] == 6
+    assert set(summary["reference_f1_by_type"]) == {"oracle", "first-hit baseline"}
+    assert isinstance(summary["stuck_rates"], dict) and ("STUCK RATES" in output or "No behaviour rate is stuck" in output)
     oracle, guess = behaviours["oracle (SFT episodes)"]["all"], behaviours["best no-tools baseline"]["all"]
     assert oracle["episodes"]["n"] == 24 and guess["episodes"]["n"] == behaviours["after GRPO"]["all"]["episodes"]["n"] == 6
     assert oracle["grounded"]["n"] > 0 and oracle["grounded"]["rate"] > 0.9, "the oracle answers what it read"

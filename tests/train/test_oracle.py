@@ -62,7 +62,7 @@ def test_value_extraction_reads_infoboxes_lists_and_sentences() -> None:
     assert extract_value("born_in", "Ana Bel", "| Place of birth | Velmora | \n") == "Velmora"
     assert extract_value("population", "Velmora", "| Velmora | 1,234,500 |") == "1234500"
     assert extract_value("birth_year", "Ana Bel", "- Ana Bel (born 1931)") == "1931"
-    assert extract_value("born_in", "Ana Bel", "- Ana Bel (born 1931)", title="Notable people from Oskar") == "Oskar"
+    assert extract_value("born_in", "Ana Bel", "- Ana Bel (born 1931)", title="List of notable people from Oskar") == "Oskar"
     assert extract_value("founded_by", "Zeta Works", "nothing relevant here") is None
 
 

@@ -20,6 +20,7 @@ from deepresearcher.world import (
     load_manifest,
     load_tasks,
 )
+from deepresearcher.world.pages import RELIABLE_HOSTS, UNRELIABLE_HOSTS, is_unreliable, site_of
 from deepresearcher.world.tasks import Task, comparison_winner
 
 
@@ -68,16 +69,56 @@ def test_answerable_tasks_cite_pages_that_state_the_answer(small_world: Path, pa
 
 
 def test_conflicting_sources_lose_to_the_reliable_majority(small_world: Path, page_texts: dict[str, str]) -> None:
+    """Each conflict's wrong value is on one unreliable page (a blog, the forum or the trivia site), recorded in
+    its hop; the true value on two or more reliable sites' pages."""
     facts = {(f["subject"], f["relation"]): f for f in map(orjson.loads, (small_world / "knowledge.jsonl").open("rb"))}
     pages = page_texts
     conflicts = [t for t in _all_tasks(small_world) if t.type == "conflict"]
     assert conflicts
     for task in conflicts:
-        fact = facts[(task.chain[0].subject, task.chain[0].relation)]
-        assert fact["wrong_value"] and fact["wrong_value"] != fact["value"]
+        hop = task.chain[0]
+        fact = facts[(hop.subject, hop.relation)]
+        assert fact["wrong_value"] and fact["wrong_value"] != fact["value"] and hop.contradicting_value == fact["wrong_value"]
         assert len(task.evidence_urls) >= 2, "the true value needs a majority of reliable pages"
-        wrong_pages = [u for u, text in pages.items() if "quillblog" in u and task.chain[0].subject in text]
-        assert any(fact["wrong_value"] in pages[u].replace(",", "") for u in wrong_pages)
+        assert not any(is_unreliable(u) for u in task.evidence_urls)
+        assert len(hop.contradicting_urls) == 1 and is_unreliable(hop.contradicting_urls[0])
+        assert fact["wrong_value"] in pages[hop.contradicting_urls[0]].replace(",", "")
+    assert {site_of(t.chain[0].contradicting_urls[0]) for t in conflicts} == set(UNRELIABLE_HOSTS)
+
+
+def test_the_unreliable_page_outranks_the_reliable_one_in_about_half_the_conflicts(small_world: Path) -> None:
+    """With the real index (the `local` backend), each conflict's natural query puts a reliable page and the
+    contradicting one in its first two hits, the contradicting one first in about half of them."""
+    from deepresearcher.web.backends.local import LocalIndex
+
+    index = LocalIndex(small_world / "index", snippet_chars=40)
+    conflicts = [t for t in _all_tasks(small_world) if t.type == "conflict"]
+    first = 0
+    for task in conflicts:
+        hop = task.chain[0]
+        top = [hit.url for hit in index.search(hop.query, 2)]
+        assert set(top) & set(hop.evidence_urls) and hop.contradicting_urls[0] in top, (hop.query, top)
+        first += top[0] == hop.contradicting_urls[0]
+    assert 0.35 <= first / len(conflicts) <= 0.65, (first, len(conflicts))
+    reliable = [u for t in conflicts for u in t.chain[0].evidence_urls]
+    assert all(site_of(u) in RELIABLE_HOSTS for u in reliable)
+
+
+def test_world_show_reports_how_often_the_contradicting_page_ranks_first(small_world: Path) -> None:
+    """`deepresearcher world show` prints the conflicts' ranking (the figure docs/ARCHITECTURE.md quotes), the
+    counts the index gives for the world's own conflict hops."""
+    from typer.testing import CliRunner
+
+    from deepresearcher.cli.main import app
+    from deepresearcher.web.backends.local import LocalIndex
+
+    index = LocalIndex(small_world / "index")
+    hops = [t.chain[0] for t in _all_tasks(small_world) if t.type == "conflict"]
+    first = sum(index.search(h.query, 1)[0].url == h.contradicting_urls[0] for h in hops)
+    shown = CliRunner().invoke(app, ["world", "show", str(small_world)], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert (f"conflict tasks: {len(hops)}; for the fact's query the contradicting page ranks first in {first} "
+            f"({first / len(hops):.1%}); a reliable and the contradicting page are the top 2 in {len(hops)}") in shown.output
 
 
 def test_unanswerable_tasks_ask_for_facts_that_no_page_states(small_world: Path, page_texts: dict[str, str]) -> None:
@@ -105,7 +146,7 @@ def test_pages_carry_boilerplate_that_extraction_removes(small_world: Path) -> N
 
 def test_pages_come_in_several_layouts(small_world: Path) -> None:
     layouts = Counter(p["layout"] for p in iter_pages(small_world))
-    assert set(layouts) == {"encyclopedia", "list", "directory", "catalogue", "news", "blog"}
+    assert set(layouts) == {"encyclopedia", "list", "directory", "catalogue", "news", "blog", "forum", "trivia"}
 
 
 def test_worlds_sharing_a_name_pool_differ_in_facts(tmp_path: Path) -> None:

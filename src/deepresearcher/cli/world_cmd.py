@@ -57,8 +57,29 @@ def show(
 
     world = world or ensure_world(resolve_config(config, overrides))
     _print_manifest(load_manifest(world), world)
+    if (world / "index").is_dir():
+        console.print(_conflict_ranking(world), highlight=False)
     for task in load_tasks(world, "test")[:5]:
         console.print(f"[bold]{task.type}[/] {task.question} -> [green]{' | '.join(task.golds)}[/]")
+
+
+def _conflict_ranking(world: Path) -> str:
+    """How the world's search ranks each conflict's sources for the fact's natural query (top 2, the quickstart's
+    ``search.top_k``): what answering from the first hit costs there (docs/ARCHITECTURE.md, "Sources disagree")."""
+    from deepresearcher.web.backends.local import LocalIndex
+    from deepresearcher.world import load_tasks
+
+    index = LocalIndex(world / "index")
+    conflicts = [t.chain[0] for split in ("train", "dev", "test") for t in load_tasks(world, split) if t.type == "conflict"]
+    if not conflicts or not conflicts[0].contradicting_urls:
+        return f"conflict tasks: {len(conflicts)} (no contradicting pages recorded: a world before generator v4)"
+    first = both = 0
+    for hop in conflicts:
+        top = [hit.url for hit in index.search(hop.query, 2)]
+        first += bool(top) and top[0] in hop.contradicting_urls
+        both += bool(set(top) & set(hop.evidence_urls)) and bool(set(top) & set(hop.contradicting_urls))
+    return (f"conflict tasks: {len(conflicts)}; for the fact's query the contradicting page ranks first in {first} "
+            f"({first / len(conflicts):.1%}); a reliable and the contradicting page are the top 2 in {both}")
 
 
 @world_app.command(

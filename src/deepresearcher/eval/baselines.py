@@ -218,12 +218,15 @@ class BaselineReport:
 
 
 def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]],
-                ses: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
+                ses: dict[str, dict[str, float]] | None = None,
+                references: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
     """Table rows, one per task type and ``all``: n, each model's F1, each baseline's, and the margins.
 
     ``models`` maps a column name ("after SFT", "model") to F1 per type; each gets a ``margin`` column:
     its F1 minus ``best``'s (fractions, as every F1 here; renderers format them). ``ses`` (the same keys,
-    ``model_f1_se_by_type``) adds each model's standard error beside its F1 (``<name> SE``).
+    ``model_f1_se_by_type``) adds each model's standard error beside its F1 (``<name> SE``). ``references``
+    (F1 per type of policies that research with the tools: the first-hit baseline, the oracle) are columns
+    between the models' and the no-tools baselines', without margins.
     """
     rows = []
     for kind, n in report.n.items():
@@ -232,6 +235,8 @@ def margin_rows(report: BaselineReport, models: dict[str, dict[str, float]],
             row[name] = f1.get(kind)
             if ses and name in ses:
                 row[f"{name} SE"] = ses[name].get(kind)
+        for name, f1 in (references or {}).items():
+            row[name] = f1.get(kind)
         for b in (*BASELINES, "best"):
             row[b.replace("_", " ")] = report.f1[b][kind]
         row["best uses"] = report.choice.get(kind, "").replace("_", " ") if kind != ALL else "per type"

@@ -6,11 +6,15 @@ task's labels, when the task has them) into a :class:`BehaviourRecord`, and reco
 number of cases behind each rate, so a rate over three episodes reads as such. Definitions and their limits
 are in docs/eval.md ("Research behaviours"); in short:
 
-- **grounded**: the answer (normalized, whole tokens) appears in some observation the agent read before
-  answering (search titles and snippets, page notes); *unsupported* is the rest of the checkable answers.
-  Abstentions and yes/no answers are not checkable.
-- **cross-checking**: distinct pages and sites read (browsed) per answer; on world ``conflict`` tasks, whether
-  the agent saw (as a hit or a read page) a reliable page and the contradicting blog post, and which it believed.
+- **grounded**: on world tasks, the answer is a value that a page the agent saw states for the asked entity and
+  relation (the world records which page states which fact: a hop's ``evidence_urls`` and ``contradicting_urls``),
+  shown in what the agent got from that page (its notes, or its hit's title and snippet); for comparisons and
+  yes/no questions, the answer the two values read give. On real questions, the answer (normalized, whole
+  tokens) appears in something the agent read. *unsupported* is the rest of the checkable answers.
+- **cross-checking**: on world tasks, two pages read (browsed) that state the same fact of the task, each showing
+  its value; on real questions, two pages read whose notes hold the answer. Pages and sites read per answer;
+  on world ``conflict`` tasks, whether the agent saw and read a reliable page and the contradicting one, which
+  it believed, and whether it believed the reliable page when the contradicting one ranked first.
 - **reflection**: after the first search whose results hold none of the needed evidence (world tasks: no hit
   is one of the task's evidence URLs; real questions: no gold answer in the hits' text), what came next: a
   search with another query (*reflected*), the same query again, or the answer. Identical tool calls repeated
@@ -19,14 +23,15 @@ are in docs/eval.md ("Research behaviours"); in short:
   task's answerability.
 - **two-entity steps**: on world ``comparison``/``two_page`` tasks, which step of the research failed: whether
   the searches named both entities (the second name is copied from further back), whether both evidence
-  pages were read, whether the last turn states each page's value (when the agent writes them out) and whether
-  the answer was right when both pages were read.
-- **planning**: on world ``hop2``/``hop3`` tasks, whether the searches name each hop's subject, first mentions
-  in the chain's order (``in_order``, ``out_of_order``, ``skipped``). On real questions (no chain): whether a
-  later query uses a name or number first seen in an observation, not in the question (``chained``).
+  pages were read, whether the answer was right when both pages were read and, where the last turn writes
+  values out, whether it states each page's value.
+- **planning**: on world ``hop2``/``hop3`` tasks, whether every hop's subject was searched, in the order the chain
+  allows (``in_order``; ``out_of_order``, ``skipped``): a later hop's subject is only known from the earlier
+  page, so this says whether every hop was searched. On real questions (no chain): whether a later query uses a
+  name or number first seen in an observation, not in the question (``chained``).
 
-World tasks are labelled by the world (evidence URLs, chains, the contradicting page); real questions only by
-the heuristics above. Everything here is pure: no model, no environment.
+World tasks are labelled by the world (evidence and contradicting URLs, chains); real questions only by the
+heuristics above. Everything here is pure: no model, no environment.
 """
 
 from __future__ import annotations
@@ -36,12 +41,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from deepresearcher.agent.tools import page_notes
 from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.reward import cover_em, is_unanswerable, normalize_answer, says_cannot_find
-from deepresearcher.world.pages import BLOG_HOST, blog_post_path
+from deepresearcher.world.pages import site_of
+from deepresearcher.world.tasks import comparison_winner
 
 __all__ = [
     "BEHAVIOUR_TAGS",
@@ -54,6 +59,7 @@ __all__ = [
     "observed_text",
     "rates_by_benchmark",
     "rates_by_type",
+    "stuck_rates",
 ]
 
 PLANNED_TYPES = ("hop2", "hop3")
@@ -61,10 +67,11 @@ PLANNED_TYPES = ("hop2", "hop3")
 TWO_ENTITY_TYPES = ("comparison", "two_page")
 """World task types that need one fact from each of two entities' pages."""
 YES_NO = frozenset({"yes", "no"})
-"""Answers that any page "contains": not checkable for grounding."""
+"""Answers that any page "contains": not checkable for grounding by the text test (real questions)."""
 BEHAVIOUR_TAGS: tuple[str, ...] = (
     "grounded", "unsupported", "abstained", "cross_checked", "reflected", "no_reflection", "repeated_calls",
-    "believed_contradicting", "plan_in_order", "plan_out_of_order", "plan_skipped", "entity_not_searched",
+    "conflict_read_both", "believed_contradicting", "every_hop_searched", "hops_out_of_order", "hop_skipped",
+    "entity_not_searched",
 )
 """The viewer's behaviour filter values (:attr:`BehaviourRecord.tags`)."""
 
@@ -77,7 +84,8 @@ class TaskLabels:
     golds: tuple[str, ...]
     answerable: bool | None
     evidence_urls: tuple[str, ...] = ()
-    chain: tuple[Mapping[str, Any], ...] = ()  # each hop: subject, relation, value, evidence_urls
+    chain: tuple[Mapping[str, Any], ...] = ()  # each hop: subject, relation, value, evidence_urls, contradicting_urls
+    question: str = ""
 
     @property
     def world(self) -> bool:
@@ -90,14 +98,15 @@ class TaskLabels:
         if isinstance(task, Mapping):
             data: Mapping[str, Any] = task
         else:
-            data = {**task.metadata, "golds": task.golds, "type": task.metadata.get("type", task.source)}
+            data = {**task.metadata, "golds": task.golds, "type": task.metadata.get("type", task.source),
+                    "question": task.question}
         golds = tuple(data.get("golds") or data.get("answers") or ())
         answerable = data.get("answerable")
         if answerable is None and golds:
             answerable = not is_unanswerable(golds)
         chain = tuple(h if isinstance(h, Mapping) else asdict(h) for h in data.get("chain") or ())
         return cls(str(data.get("type") or data.get("source") or "task"), golds, answerable,
-                   tuple(data.get("evidence_urls") or ()), chain)
+                   tuple(data.get("evidence_urls") or ()), chain, str(data.get("question") or ""))
 
 
 @dataclass
@@ -109,7 +118,7 @@ class _Call:
     queries: list[str] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)  # hits' URLs
     read: list[str] = field(default_factory=list)  # pages browsed without error
-    text_by_url: dict[str, str] = field(default_factory=dict)
+    text_by_url: dict[str, str] = field(default_factory=dict)  # what the call showed of each page: hit or notes
     text: str = ""
     failed: bool = False
 
@@ -184,8 +193,12 @@ class BehaviourRecord:
     pages_read: int
     sites_read: int
     searched: bool = False  # a web_search call (answered or not by the backend) came before the episode ended
-    saw_reliable: bool | None = None
-    saw_contradicting: bool | None = None
+    cross_checked: bool | None = None  # two pages read that state the same fact of the task (real: the answer)
+    saw_reliable: bool | None = None  # conflict tasks: a reliable page shown or read
+    saw_contradicting: bool | None = None  # ... the contradicting page shown or read
+    read_reliable: bool | None = None  # ... a reliable page read (browsed)
+    read_contradicting: bool | None = None  # ... the contradicting page read
+    unreliable_first: bool | None = None  # ... the first search showing the fact ranked the contradicting page first
     believed: str | None = None  # conflict tasks: reliable | contradicting | other
     empty_search: bool = False
     reaction: str | None = None  # after the first empty search: new_query | same_query | answered | ended
@@ -195,18 +208,20 @@ class BehaviourRecord:
     entities_searched: int | None = None  # two-entity world tasks: entities whose name a query holds
     entities_read: int | None = None  # ... and whose evidence page was read
     correct: bool | None = None  # ... and whether the answer is a gold
-    values_stated: list[bool] | None = None  # ... and whether the last turn's text states each entity's value
+    values_stated: list[bool] | None = None  # ... and, when the last turn writes a value out, each entity's value
 
     @property
     def tags(self) -> list[str]:
         """The viewer's filter values that hold for this episode (``BEHAVIOUR_TAGS``)."""
         flags = {
             "grounded": self.grounded is True, "unsupported": self.grounded is False, "abstained": self.abstained,
-            "cross_checked": self.pages_read >= 2, "reflected": self.reaction == "new_query",
+            "cross_checked": self.cross_checked is True, "reflected": self.reaction == "new_query",
             "no_reflection": self.reaction in ("same_query", "answered", "ended"),
-            "repeated_calls": self.repeated_calls > 0, "believed_contradicting": self.believed == "contradicting",
-            "plan_in_order": self.plan == "in_order", "plan_out_of_order": self.plan == "out_of_order",
-            "plan_skipped": self.plan == "skipped",
+            "repeated_calls": self.repeated_calls > 0,
+            "conflict_read_both": bool(self.read_reliable and self.read_contradicting),
+            "believed_contradicting": self.believed == "contradicting",
+            "every_hop_searched": self.plan == "in_order", "hops_out_of_order": self.plan == "out_of_order",
+            "hop_skipped": self.plan in ("skipped", "no_search") and self.world,
             "entity_not_searched": self.entities_searched is not None and self.entities_searched < 2,
         }
         return [tag for tag in BEHAVIOUR_TAGS if flags[tag]]
@@ -217,7 +232,7 @@ class BehaviourRecord:
 
 def observed_text(trajectory: Trajectory) -> str:
     """Everything the agent read, in order: hits' titles and snippets, page notes (not its queries, URLs or
-    errors). The grounding rule searches it; the grounding judge reads it."""
+    errors). The grounding rule searches it on real questions; the grounding judge reads it."""
     return _read_text([c for c in _calls(trajectory) if not c.failed])
 
 
@@ -231,23 +246,87 @@ def behaviour_record(trajectory: Trajectory, task: TaskLabels | Any) -> Behaviou
     calls = [c for c in _calls(trajectory) if not c.failed]
     answer = trajectory.answer
     abstained = says_cannot_find(answer)
-    seen_text = _read_text(calls)
-    checkable = answer is not None and not abstained and normalize_answer(answer) not in YES_NO | {""}
+    answered = answer is not None and not abstained
     read = list(dict.fromkeys(u for c in calls for u in c.read))
+    pages = _Pages(calls)
+    if labels.chain:
+        checkable = answered and normalize_answer(answer or "") != ""
+        grounded = _world_grounded(labels, answer or "", pages, trajectory.question) if checkable else None
+        cross_checked = any(len(pages.read_stating(hop)) >= 2 for hop in _asked(labels)) if answered else None
+    else:
+        checkable = answered and normalize_answer(answer or "") not in YES_NO | {""}
+        grounded = _covers(_read_text(calls), answer or "") if checkable else None
+        cross_checked = sum(_covers(pages.notes[u], answer or "") for u in read) >= 2 if checkable else None
     record = BehaviourRecord(
         type=labels.type, answered=answer is not None, abstained=abstained, answerable=labels.answerable,
-        grounded=_covers(seen_text, answer or "") if checkable else None,
-        pages_read=len(read), sites_read=len({urlsplit(u).hostname or u for u in read}),
-        repeated_calls=len(calls) - len({c.key for c in calls}), world=labels.world,
+        grounded=grounded, pages_read=len(read), sites_read=len({site_of(u) for u in read}),
+        cross_checked=cross_checked, repeated_calls=len(calls) - len({c.key for c in calls}), world=labels.world,
         searched=any(c.name == "web_search" for c in _calls(trajectory)),
     )
     if labels.type == "conflict" and labels.chain:
-        _cross_check(record, calls, labels, answer, abstained)
+        _cross_check(record, calls, pages, labels, answer, abstained)
     _reflection(record, calls, labels)
     record.plan = _plan(calls, labels, trajectory.question)
     if labels.type in TWO_ENTITY_TYPES and labels.chain:
         _two_entity_steps(record, calls, labels, answer, trajectory)
     return record
+
+
+def _asked(labels: TaskLabels) -> tuple[Mapping[str, Any], ...]:
+    """The facts a task asks for: both entities' of a two-entity task, else the chain's last (the earlier hops'
+    facts are steps to it: reading one hop's page and the next, which names it back, is not a cross-check)."""
+    return labels.chain if labels.type in TWO_ENTITY_TYPES else labels.chain[-1:]
+
+
+class _Pages:
+    """What the episode saw of each page: everything (hits' titles and snippets, notes) and the notes of pages read."""
+
+    def __init__(self, calls: list[_Call]) -> None:
+        self.seen: dict[str, str] = defaultdict(str)
+        self.notes: dict[str, str] = defaultdict(str)
+        for call in calls:
+            for url, text in call.text_by_url.items():
+                self.seen[url] += "\n" + text
+                if url in call.read:
+                    self.notes[url] += "\n" + text
+
+    @staticmethod
+    def stating(hop: Mapping[str, Any]) -> dict[str, str]:
+        """The pages that state ``hop``'s fact, each with the value it states (the world's evidence map)."""
+        out = {str(u): str(hop.get("contradicting_value")) for u in hop.get("contradicting_urls") or ()}
+        out.update({str(u): str(hop.get("value", "")) for u in hop.get("evidence_urls") or ()})
+        return out
+
+    def values_seen(self, hop: Mapping[str, Any]) -> list[str]:
+        """The values of ``hop``'s fact that the episode was shown, from a page that states it: in that page's hit
+        or notes, as whole tokens (``1,234`` = ``1234``)."""
+        return list(dict.fromkeys(v for u, v in self.stating(hop).items() if u in self.seen and _covers(self.seen[u], v)))
+
+    def read_stating(self, hop: Mapping[str, Any]) -> list[str]:
+        """The pages read (browsed) that state ``hop``'s fact and whose notes show the value they state."""
+        return [u for u, v in self.stating(hop).items() if u in self.notes and _covers(self.notes[u], v)]
+
+
+def _world_grounded(labels: TaskLabels, answer: str, pages: _Pages, question: str) -> bool:
+    """The answer is what a page the agent saw states for the asked entity and relation (the last hop's); for a
+    comparison or a yes/no question, the answer the values read of both entities give."""
+    chain = labels.chain
+    if labels.type in TWO_ENTITY_TYPES and len(chain) == 2:
+        seen = [pages.values_seen(hop) for hop in chain]
+        if labels.type == "two_page":
+            given = {"yes" if a == b else "no" for a in seen[0] for b in seen[1]}
+            return normalize_answer(answer) in given
+        names = [str(hop["subject"]) for hop in chain]
+        picked = normalize_answer(answer)
+        given = set()
+        for a in seen[0]:
+            for b in seen[1]:
+                try:
+                    given.add(normalize_answer(names[comparison_winner(labels.question or question, [int(a), int(b)])]))
+                except ValueError:  # not a number, or not a comparison the world asks
+                    continue
+        return picked in given
+    return any(cover_em(answer, [value]) for value in pages.values_seen(chain[-1]))
 
 
 def _two_entity_steps(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None,
@@ -258,28 +337,34 @@ def _two_entity_steps(record: BehaviourRecord, calls: list[_Call], labels: TaskL
                                    for hop in labels.chain)
     record.entities_read = sum(any(u in read for u in hop.get("evidence_urls") or ()) for hop in labels.chain)
     record.correct = answer is not None and normalize_answer(answer) in {normalize_answer(g) for g in labels.golds}
-    last = re.sub(r"<[^>]*>", " ", trajectory.turns[-1].text) if trajectory.turns else ""  # tags glue words
-    record.values_stated = [_covers(last, str(hop.get("value", ""))) for hop in labels.chain]
+    last = trajectory.turns[-1].text if trajectory.turns else ""
+    thought = re.sub(r"<[^>]*>", " ", re.sub(r"<answer>.*?(</answer>|$)", " ", last, flags=re.S))  # tags glue words
+    stated = [_covers(thought, str(hop.get("value", ""))) for hop in labels.chain]
+    # Only a last turn that writes values out can state them (the recipe's "The sources give X." writes none).
+    record.values_stated = stated if any(stated) or re.search(r"\d", thought) else None
 
 
-def _cross_check(record: BehaviourRecord, calls: list[_Call], labels: TaskLabels, answer: str | None,
-                 abstained: bool) -> None:
+def _cross_check(record: BehaviourRecord, calls: list[_Call], pages: _Pages, labels: TaskLabels,
+                 answer: str | None, abstained: bool) -> None:
     hop = labels.chain[0]
-    path = blog_post_path(str(hop["subject"]), str(hop["relation"]))
-
-    def contradicting(url: str) -> bool:
-        parts = urlsplit(url)
-        return (parts.hostname or "").endswith("." + BLOG_HOST) and parts.path == path
-
-    seen = {u for c in calls for u in (*c.shown, *c.read)}
-    record.saw_reliable = any(u in seen for u in labels.evidence_urls)
-    record.saw_contradicting = any(contradicting(u) for u in seen)
+    reliable = {str(u) for u in hop.get("evidence_urls") or ()}
+    contradicting = {str(u) for u in hop.get("contradicting_urls") or ()}
+    read = {u for c in calls for u in c.read}
+    record.saw_reliable = any(u in pages.seen for u in reliable)
+    record.saw_contradicting = any(u in pages.seen for u in contradicting)
+    record.read_reliable = any(u in read for u in reliable)
+    record.read_contradicting = any(u in read for u in contradicting)
+    for call in calls:  # the first search that showed a page stating the fact: which kind ranked first
+        stating = [u for u in call.shown if u in reliable or u in contradicting]
+        if stating:
+            record.unreliable_first = stating[0] in contradicting
+            break
     if answer is None or abstained:
         return
-    blog_text = "\n".join(t for c in calls for u, t in c.text_by_url.items() if contradicting(u))
+    wrong = hop.get("contradicting_value")
     if cover_em(answer, list(labels.golds)):
         record.believed = "reliable"
-    elif _covers(blog_text, answer):
+    elif wrong is not None and cover_em(answer, [str(wrong)]):
         record.believed = "contradicting"
     else:
         record.believed = "other"
@@ -368,8 +453,11 @@ def behaviour_rates(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> d
     rows = [r.to_dict() if isinstance(r, BehaviourRecord) else dict(r) for r in records]
     checked = [r for r in rows if r["grounded"] is not None]
     answered = [r for r in rows if r["answered"] and not r["abstained"]]
+    crossed = [r for r in rows if r.get("cross_checked") is not None]
     conflict = [r for r in rows if r.get("saw_reliable") is not None]
     believed = [r for r in conflict if r.get("believed") is not None]
+    misled = [r for r in believed if r.get("unreliable_first")]
+    read_both = [r for r in believed if r.get("read_reliable") and r.get("read_contradicting")]
     empty = [r for r in rows if r["empty_search"] and r.get("reaction") is not None]
     labelled = [r for r in rows if r["answerable"] is not None]
     abstained = [r for r in labelled if r["abstained"]]
@@ -379,31 +467,57 @@ def behaviour_rates(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> d
     judged = [r for r in checked if r.get("judged_grounded") is not None]
     two = [r for r in rows if r.get("entities_read") is not None]
     both_read = [r for r in two if r["entities_read"] == 2]
+    stated = [r for r in both_read if r.get("values_stated") is not None]
     return {
         "episodes": {"rate": None, "n": len(rows)},
         "searched_then_answered": _rate(sum(r["answered"] and r.get("searched", False) for r in rows), len(rows)),
         "grounded": _rate(sum(r["grounded"] for r in checked), len(checked)),
         "unsupported": _rate(sum(not r["grounded"] for r in checked), len(checked)),
+        "cross_checked": _rate(sum(r["cross_checked"] for r in crossed), len(crossed)),
         "pages_per_answer": _mean([r["pages_read"] for r in answered]),
         "sites_per_answer": _mean([r["sites_read"] for r in answered]),
         "conflict_saw_both": _rate(sum(r["saw_reliable"] and r["saw_contradicting"] for r in conflict), len(conflict)),
+        "conflict_read_both": _rate(sum(bool(r.get("read_reliable") and r.get("read_contradicting")) for r in conflict),
+                                    len(conflict)),
         "conflict_believed_reliable": _rate(sum(r["believed"] == "reliable" for r in believed), len(believed)),
         "conflict_believed_contradicting": _rate(sum(r["believed"] == "contradicting" for r in believed), len(believed)),
+        "conflict_reliable_when_misled": _rate(sum(r["believed"] == "reliable" for r in misled), len(misled)),
+        "conflict_reliable_when_read_both": _rate(sum(r["believed"] == "reliable" for r in read_both), len(read_both)),
         "reflected": _rate(sum(r["reaction"] == "new_query" for r in empty), len(empty)),
         "repeated_query": _rate(sum(r["reaction"] == "same_query" for r in empty), len(empty)),
         "answered_after_empty": _rate(sum(r["reaction"] == "answered" for r in empty), len(empty)),
         "repeated_calls": _mean([r["repeated_calls"] for r in rows]),
         "abstention_precision": _rate(sum(not r["answerable"] for r in abstained), len(abstained)),
         "abstention_recall": _rate(sum(r["abstained"] for r in unanswerable), len(unanswerable)),
-        "plan_in_order": _rate(sum(r["plan"] == "in_order" for r in planned), len(planned)),
+        "every_hop_searched": _rate(sum(r["plan"] == "in_order" for r in planned), len(planned)),
         "both_entities_searched": _rate(sum(r["entities_searched"] == 2 for r in two), len(two)),
         "both_pages_read": _rate(sum(r["entities_read"] == 2 for r in two), len(two)),
         "right_when_both_read": _rate(sum(r["correct"] for r in both_read), len(both_read)),
-        "first_value_stated": _rate(sum(r["values_stated"][0] for r in both_read), len(both_read)),
-        "second_value_stated": _rate(sum(r["values_stated"][1] for r in both_read), len(both_read)),
+        "first_value_stated": _rate(sum(r["values_stated"][0] for r in stated), len(stated)),
+        "second_value_stated": _rate(sum(r["values_stated"][1] for r in stated), len(stated)),
         "plan_chained": _rate(sum(r["plan"] == "chained" for r in real_plan), len(real_plan)),
         "judge_agreement": _rate(sum(r["judged_grounded"] == r["grounded"] for r in judged), len(judged)),
     }
+
+
+MEANS = frozenset({"pages_per_answer", "sites_per_answer", "repeated_calls"})
+"""The rates that are means per episode, not shares: never stuck at 0% or 100%."""
+
+
+def stuck_rates(sources: Mapping[str, Mapping[str, Mapping[str, Any]]], min_cases: int = 20) -> dict[str, str]:
+    """The rates that read the same on every source: 0% on every source with at least ``min_cases`` cases, or 100%
+    on every one (``sources``: ``{source: behaviour_rates(...)}``, e.g. the oracle, the baselines and the model).
+    A rate that cannot come out otherwise measures nothing; returns ``{rate: "0%" or "100%"}``."""
+    stuck = {}
+    names = {name for rates in sources.values() for name in rates} - MEANS - {"episodes"}
+    for name in sorted(names):
+        values = [rates[name]["rate"] for rates in sources.values()
+                  if name in rates and rates[name]["n"] >= min_cases and rates[name]["rate"] is not None]
+        if values and all(v == 0 for v in values):
+            stuck[name] = "0%"
+        elif values and all(v == 1 for v in values):
+            stuck[name] = "100%"
+    return stuck
 
 
 def rates_by_type(records: Iterable[BehaviourRecord | Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -445,13 +559,15 @@ def flat_rates(rates: Mapping[str, Mapping[str, Any]], prefix: str = "behaviour/
 
 
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("grounded", "grounded", True), ("unsupported", "unsupported", True),
+    ("grounded", "grounded", True), ("unsupported", "unsupported", True), ("cross_checked", "cross-checked", True),
     ("pages_per_answer", "pages/answer", False), ("sites_per_answer", "sites/answer", False),
-    ("conflict_saw_both", "conflict: saw both", True), ("conflict_believed_reliable", "conflict: believed reliable", True),
+    ("conflict_saw_both", "conflict: saw both", True), ("conflict_read_both", "conflict: read both", True),
+    ("conflict_believed_reliable", "conflict: believed reliable", True),
+    ("conflict_reliable_when_misled", "conflict: reliable when misled", True),
     ("reflected", "reflected", True), ("repeated_query", "same query again", True),
     ("repeated_calls", "repeated calls", False),
     ("abstention_precision", "abstain P", True), ("abstention_recall", "abstain R", True),
-    ("plan_in_order", "plan in order", True), ("plan_chained", "chained queries", True),
+    ("every_hop_searched", "every hop searched", True), ("plan_chained", "chained queries", True),
     ("both_entities_searched", "2 entities: both searched", True), ("both_pages_read", "2 entities: both read", True),
     ("right_when_both_read", "2 entities: right when read", True),
     ("searched_then_answered", "searched, then answered", True),

@@ -3,7 +3,8 @@
 Steps (each reported with its time)::
 
     1 world      build (or reuse) the synthetic web and its index
-    2 oracle     the scripted oracle researches train tasks with the real tools (SFT data, tokenizer text)
+    2 oracle     the scripted oracle researches train tasks with the real tools (SFT data, tokenizer text); the
+                 oracle and the first-hit baseline research the held-out tasks (references beside the model)
     3 tokenizer  byte-level BPE on the world's text + a ~1M-parameter Qwen2 model (random weights)
     4 sft        warm start on the oracle's trajectories (observation-token LM loss on)
     5 eval       held-out test tasks, after SFT
@@ -111,6 +112,9 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     rollouts = Rollouts(config, seed=cfg.seed, world_dirs=sets.environments)
     try:
         episodes = rollouts.oracle_episodes(sft_tasks, cfg.sft.snippet_only_fraction, cfg.sft.seed)
+        references = scripted_references(config, rollouts, test_tasks)
+        say("on the held-out tasks: " + ", ".join(f"{name} F1 {result.by_type()['all']['f1']:.3f}"
+                                                  for name, result in references.items()))
         lap("oracle")
         base = Path(model) if model else run.root / "base_model"
         if model is None:
@@ -183,8 +187,33 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             f"{after_grpo.by_type()['all']['format_errors']:.3f} after GRPO.")
     summary = write_quickstart_report(run, config, summary=summary, stages=stages, train_tasks=sft_tasks + sets.grpo,
                                       test_tasks=test_tasks, timings=timings, calibrations=calibrations,
-                                      notes=notes, say=say, oracle_behaviours=oracle_behaviours)
+                                      notes=notes, say=say, oracle_behaviours=oracle_behaviours,
+                                      references=references)
     return summary
+
+
+REFERENCES = ("oracle", "first-hit baseline")
+"""The scripted researchers the quickstart runs on its held-out tasks, beside the model."""
+
+
+def scripted_references(config: Config, rollouts: Any, tasks: list[dict[str, Any]]) -> dict[str, EvalResult]:
+    """The oracle (``train.oracle``: reads the best reliable page, and both pages where an unreliable site shows)
+    and the first-hit baseline (``eval.scripted``: answers from the first hit's page) on ``tasks`` with the real
+    tools, each episode a held-out row as the model's are (scores and behaviours)."""
+    from deepresearcher.eval.scripted import FirstHitResearcher, scripted_trajectories
+    from deepresearcher.train.heldout import heldout_row
+    from deepresearcher.train.oracle import OracleResearcher
+    from deepresearcher.train.rollout import score_trajectory
+
+    terse, order = config.train.compact_prompt, config.train.sft.two_entity_order
+    makers = {"oracle": lambda box: OracleResearcher(box, terse=terse, two_entity_order=order),
+              "first-hit baseline": lambda box: FirstHitResearcher(box, terse=terse)}
+    out = {}
+    for name in REFERENCES:
+        trajectories = rollouts.loop.run_until_complete(scripted_trajectories(makers[name], tasks, rollouts.toolbox))
+        out[name] = EvalResult([heldout_row(task, trajectory, score_trajectory(trajectory, task, config))
+                                for task, trajectory in zip(tasks, trajectories, strict=True)])
+    return out
 
 
 def _format_table(title: str, result: EvalResult) -> str:

@@ -34,25 +34,56 @@ def _viewer_record(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-BEHAVIOURS_TITLE = "Research behaviours: the oracle, the best no-tools baseline and the model"
+BEHAVIOURS_TITLE = "Research behaviours: the oracle, the baselines and the model"
 BEHAVIOURS_NOTE = (
     "Research behaviours (docs/eval.md), each cell a rate and, in brackets, the episodes it is measured on. The "
-    "oracle's row is measured on its SFT episodes (training tasks, some of them snippet-only when "
-    "train.sft.snippet_only_fraction > 0), the reference of what following the world's chains looks like; the best "
-    "no-tools baseline answers the held-out tasks without reading anything (never grounded; its abstentions are "
-    "its \"cannot find\" guesses); the stages are the model's held-out episodes.")
+    "oracle's first row is measured on its SFT episodes (training tasks, some of them snippet-only when "
+    "train.sft.snippet_only_fraction > 0), the next on the held-out tasks: the reference of what reading the world "
+    "as it is meant to be read looks like (both pages where an unreliable site shows, the reliable one believed); "
+    "the first-hit baseline researches the held-out tasks and answers from each search's first hit (misled where an "
+    "unreliable page ranks first); the best no-tools baseline answers them without reading anything (never "
+    "grounded; its abstentions are its \"cannot find\" guesses); the stages are the model's held-out episodes.")
+STUCK_CASES = 20
+"""A rate is flagged as stuck when it is 0% (or 100%) on every source with at least this many cases."""
 
 
 def _behaviour_sources(fitted: Any, test_tasks: list[dict[str, Any]], stages: dict[str, Any],
-                       oracle: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
-    """Behaviour rates by task type per source: the oracle (given), the best no-tools baseline, each stage."""
+                       oracle: dict[str, Any] | None, references: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Behaviour rates by task type per source: the oracle (given), the scripted references on the held-out tasks,
+    the best no-tools baseline, each stage."""
     from deepresearcher.agent.trajectory import Trajectory
     from deepresearcher.eval.baselines import GuessTask
     from deepresearcher.eval.behaviours import behaviour_record, rates_by_type
 
-    guesses = [behaviour_record(Trajectory(answer=fitted.answer("best", GuessTask.of(t))), t) for t in test_tasks]
-    return {**({"oracle (SFT episodes)": oracle} if oracle else {}), "best no-tools baseline": rates_by_type(guesses),
+    guesses = [behaviour_record(Trajectory(question=t["question"], answer=fitted.answer("best", GuessTask.of(t))), t)
+               for t in test_tasks]
+    return {**({"oracle (SFT episodes)": oracle} if oracle else {}),
+            **{f"{name} (held-out)": result.behaviours_by_type() for name, result in references.items()},
+            "best no-tools baseline": rates_by_type(guesses),
             **{stage: result.behaviours_by_type() for stage, result in stages.items()}}
+
+
+def _conflict_note(summary: dict[str, Any], model_f1: dict[str, dict[str, float]], reference_f1: dict[str, dict[str, float]],
+                   baselines: Any, behaviours: dict[str, dict[str, Any]]) -> str | None:
+    """What the conflict tasks say: each stage's F1 beside the baselines', GRPO's paired gain, and how often each
+    source read both pages and believed the reliable one when the unreliable page ranked first."""
+    if "conflict" not in baselines.n:
+        return None
+    f1 = "; ".join(f"{name} {scores['conflict']:.3f}" for name, scores in {**model_f1, **reference_f1}.items()
+                   if "conflict" in scores)
+    gain = summary.get("f1_gain_by_type", {}).get("conflict")
+    read = "; ".join(
+        f"{source} {_pct(by_type['conflict']['conflict_read_both'])} read both, "
+        f"{_pct(by_type['conflict']['conflict_reliable_when_misled'])} right when the unreliable page ranked first"
+        for source, by_type in behaviours.items() if "conflict" in by_type)
+    return (f"Conflict tasks ({baselines.n['conflict']} held-out): F1 {f1}; best no-tools baseline "
+            f"{baselines.f1['best']['conflict']:.3f}"
+            + (f"; GRPO's paired gain {100 * gain['gain']:+.1f} points (SE {100 * gain['se']:.1f})" if gain else "")
+            + f". {read}.")
+
+
+def _pct(value: dict[str, Any]) -> str:
+    return "—" if value["rate"] is None else f"{100 * value['rate']:.0f}% ({value['n']})"
 
 
 def _kinds(behaviours: dict[str, dict[str, Any]]) -> list[str]:
@@ -90,6 +121,7 @@ def write_quickstart_report(
     notes: list[str] | None = None,
     say: Callable[[str], None] = print,
     oracle_behaviours: dict[str, Any] | None = None,
+    references: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Add baselines and the calibration to ``summary``, write it with ``report.html`` and the trajectory pages.
 
@@ -97,8 +129,11 @@ def write_quickstart_report(
     ``heldout_row`` per test task). ``calibrations`` are the machine's figures taken earlier in the run
     ("start", "after SFT"); one more is taken here ("end"): a machine that slowed down during the run shows
     it, where one figure at the end would not. ``oracle_behaviours`` (``eval.behaviours.rates_by_type`` of the
-    oracle's SFT episodes) heads the research-behaviour tables, above the best no-tools baseline's and each
-    stage's on the held-out tasks. Returns the completed summary.
+    oracle's SFT episodes) heads the research-behaviour tables, above the scripted ``references``' (name to their
+    evaluation on the held-out tasks: the oracle, the first-hit baseline; their F1 stands beside the model's), the
+    best no-tools baseline's and each stage's on the held-out tasks. A rate that is 0% (or 100%) on every source
+    with at least ``STUCK_CASES`` cases is flagged (``summary["stuck_rates"]``): it cannot read otherwise here.
+    Returns the completed summary.
     """
     from deepresearcher.eval.baselines import (
         fit_baselines,
@@ -106,7 +141,7 @@ def write_quickstart_report(
         model_f1_by_type,
         model_f1_se_by_type,
     )
-    from deepresearcher.eval.behaviours import behaviour_rows
+    from deepresearcher.eval.behaviours import behaviour_rows, stuck_rates
     from deepresearcher.eval.report import write_reports
     from deepresearcher.quickstart.calibration import measure_machine
     from deepresearcher.reports import Table
@@ -115,8 +150,10 @@ def write_quickstart_report(
     types = {t["id"]: t.get("type", "task") for t in test_tasks}
     fitted = fit_baselines(train_tasks)
     baselines = fitted.evaluate(test_tasks)
-    behaviours = _behaviour_sources(fitted, test_tasks, stages, oracle_behaviours)
+    references = references or {}
+    behaviours = _behaviour_sources(fitted, test_tasks, stages, oracle_behaviours, references)
     model_f1 = {stage: model_f1_by_type(result.rows, types) for stage, result in stages.items()}
+    reference_f1 = {name: model_f1_by_type(result.rows, types) for name, result in references.items()}
     model_se = {stage: model_f1_se_by_type(result.rows, types) for stage, result in stages.items()}
     final = list(stages)[-1]
     calibration = measure_machine()
@@ -129,13 +166,23 @@ def write_quickstart_report(
     overall = behaviour_rows({source: by_type["all"] for source, by_type in behaviours.items()}, label="source")
     say("research behaviours (rate and cases; the oracle on its SFT episodes, the rest on the held-out tasks):\n"
         + Table.from_records(overall).markdown())
+    stuck = stuck_rates({source: by_type["all"] for source, by_type in behaviours.items()}, STUCK_CASES)
+    stuck_note = (("STUCK RATES (the same on every source with at least "
+                   f"{STUCK_CASES} cases, so they measure nothing here): "
+                   + ", ".join(f"{name} {value}" for name, value in stuck.items())) if stuck else
+                  f"No behaviour rate is stuck: each reads differently on some source with at least {STUCK_CASES} cases.")
+    say(stuck_note)
+    conflict = _conflict_note(summary, model_f1, reference_f1, baselines, behaviours)
+    if conflict:
+        say(conflict)
     warnings = collapse_warnings(run)
     for warning in warnings:
         say(f"WARNING: {warning}")
     summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final], model_f1_se=model_se[final]),
                "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
-               "f1_by_type": model_f1, "behaviours": behaviours, "collapse_warnings": warnings}
+               "f1_by_type": model_f1, "reference_f1_by_type": reference_f1, "behaviours": behaviours,
+               "stuck_rates": stuck, "collapse_warnings": warnings}
 
     pages = {}
     for stage, result in stages.items():
@@ -164,7 +211,7 @@ def write_quickstart_report(
     ]
     tables = {
         "Held-out F1 by task type, beside the no-tools baselines (SE: standard error; all: each task weighs the same)": [
-            _pct_row(r) for r in margin_rows(baselines, model_f1, model_se)],
+            _pct_row(r) for r in margin_rows(baselines, model_f1, model_se, references=reference_f1)],
         ("Held-out evaluation (each figure with its standard error, `_se`: binomial for rates, sample SE for means; "
          "type_mean: each task type weighs the same, all: each task)"): [
             {"stage": stage, "type": kind, **s} for stage, result in stages.items() for kind, s in result.by_type().items()],
@@ -180,6 +227,9 @@ def write_quickstart_report(
                       {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}"}],
     }
     lead.append(BEHAVIOURS_NOTE)
+    lead.append(stuck_note)
+    if conflict:
+        lead.append(conflict)
     lead.append("Held-out trajectories, with baselines, one page per evaluation: "
                 + ", ".join(f"`{href}`" for href in pages.values()) + "; and all of them below.")
     records = [{**_viewer_record(row), "group": stage} for stage, result in stages.items() for row in result.rows]

@@ -2,10 +2,14 @@
 
 It knows *which* hops a task needs (the task's chain: subject and relation per hop), never their
 values: every value it uses is read back from what the real tools return. For each hop it searches
-the natural query, browses the best hit, and reads the value off the page the way a person reads an
-infobox or a list: by the labels the world's pages were rendered with (``world.pages.INFOBOX_LABELS``
-and the list tables beside it), never by a copy of them. Its turns are written in the policy's format,
-so they double as SFT data for training.
+the natural query, browses the best hit (a reliable site's page about the subject), and reads the value
+off the page the way a person reads an infobox or a list: by the forms the world's pages were rendered
+with (``world.reading``), never by a copy of them. When the hits include a page of an unreliable site (a
+blog, the forum, the trivia site: ``world.pages.UNRELIABLE_HOSTS``, visible in its URL) it reads that page
+too (first, so the reliable page is read last) and weighs the two as the world's rule says
+(``world.reading.weigh``: the reliable site wins); its last thought names the other site's value, then the site
+it trusts and its value. Its turns are written in the policy's format, so
+they double as SFT data for training.
 
 With ``use_browse=False`` it answers from search snippets alone, which shows how much browsing adds.
 With ``terse=True`` its thoughts are a few words each: shorter SFT episodes for a from-scratch model,
@@ -14,8 +18,6 @@ which learns the protocol from the data rather than from the prose.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,57 +26,11 @@ import orjson
 from deepresearcher.agent.tools import ToolBox, ToolContext
 from deepresearcher.world import UNANSWERABLE_ANSWER, Task, pages
 from deepresearcher.world.knowledge import RELATIONS
+from deepresearcher.world.pages import is_unreliable
+from deepresearcher.world.reading import extract_value, weigh
 from deepresearcher.world.tasks import comparison_winner
 
-# What a value of each kind looks like in page text; a name or a word is whatever fills its cell.
-_VALUE = {"year": r"\d{4}", "number": r"\d[\d,]*"}
-_CELL = r"[^|\n]*?[^|\s]"
-
-
-def _value(relation: str) -> str:
-    return f"({_VALUE.get(RELATIONS[relation].value_kind, _CELL)})"
-
-
-def _fill(template: str, relation: str, subject: str) -> str:
-    """A page's text ``template`` (``{s}`` the subject, ``{v}`` the value) as a regex capturing the value."""
-    parts = re.split(r"(\{[sv]\})", template)
-    return "".join(re.escape(subject) if p == "{s}" else _value(relation) if p == "{v}" else re.escape(p) for p in parts)
-
-
-def _row(*cells: str) -> str:
-    """A table row as the tools' text writes it (``| a | b |``, ``web.html``), its cells given as regexes."""
-    return r"\|\s*" + r"\s*\|\s*".join(cells) + r"\s*\|"
-
-
-def _statements(relation: str, subject: str) -> list[str]:
-    """Regexes for the ways the world's pages state ``relation`` of ``subject``, from the world's label tables.
-
-    In reading order: an infobox row under the relation's label, the subject's row in a list table,
-    the subject's entry in a list.
-    """
-    found = [_row(re.escape(pages.INFOBOX_LABELS[relation]), _value(relation))]
-    if relation in pages.LIST_COLUMNS:
-        found.append(_row(re.escape(subject), _value(relation)))
-    if relation in pages.LIST_ENTRIES:
-        found.append(_fill(pages.LIST_ENTRIES[relation], relation, subject))
-    return found
-
-
-def extract_value(relation: str, subject: str, text: str, title: str = "") -> str | None:
-    """The value of ``relation`` for ``subject`` stated in ``text`` (a page's notes or a snippet), if any.
-
-    A list page whose ``title`` names the value its entries share (``pages.LIST_TITLES``) states it
-    for every subject it lists.
-    """
-    for pattern in _statements(relation, subject):
-        match = re.search(pattern, text)
-        if match:
-            return match.group(1).replace(",", "") if RELATIONS[relation].value_kind == "number" else match.group(1)
-    if relation in pages.LIST_TITLES and subject in text:
-        match = re.fullmatch(_fill(pages.LIST_TITLES[relation], relation, subject), title)
-        if match:
-            return match.group(1)
-    return None
+__all__ = ["OracleEpisode", "OracleResearcher", "OracleTurn", "extract_value", "stated", "values_thought"]
 
 
 @dataclass
@@ -107,6 +63,7 @@ class OracleResearcher:
                  two_entity_order: TwoEntityOrder = "interleaved") -> None:
         self.toolbox, self.use_browse, self.pages_per_hop, self.terse = toolbox, use_browse, pages_per_hop, terse
         self.two_entity_order = two_entity_order
+        self._weighed: list[tuple[str, str]] = []  # the last lookup's (url, value) read, when its sources disagreed
 
     async def run(self, task: Task) -> OracleEpisode:
         episode = OracleEpisode(task.id, "")
@@ -120,16 +77,17 @@ class OracleResearcher:
             answer = self._combine(task, values)
         else:
             subject, answer = task.chain[0].subject, None
-            pages = 3 if task.type == "conflict" else self.pages_per_hop
             for hop in task.chain:
-                answer = await self._lookup(subject, hop.relation, context, episode, pages)
+                answer = await self._lookup(subject, hop.relation, context, episode, self.pages_per_hop)
                 if answer is None:
                     break
                 subject = answer
             values = []
         episode.answer = answer or UNANSWERABLE_ANSWER
-        episode.turns.append(OracleTurn(f"<think>{self._reason(task, values, answer)}</think>\n"
-                                        f"<answer>{episode.answer}</answer>"))
+        reason = self._reason(task, values, answer)
+        if answer is not None and task.type not in ("comparison", "two_page") and self._weighed:  # sources disagreed
+            reason = weighed_thought(self._weighed, answer)
+        episode.turns.append(OracleTurn(f"<think>{reason}</think>\n<answer>{episode.answer}</answer>"))
         return episode
 
     async def _lookup_both(self, task: Task, context: ToolContext, episode: OracleEpisode) -> list[str | None]:
@@ -184,27 +142,51 @@ class OracleResearcher:
 
     async def _read(self, subject: str, relation: str, hits: list[dict], context: ToolContext,
                     episode: OracleEpisode, pages: int = 1, note: str = "") -> str | None:
-        """The value of ``relation`` read from the snippets (without browsing) or from the best ``pages`` hits;
-        ``note``, what was read before, opens the browsing thought."""
+        """The value of ``relation`` read from the snippets (without browsing) or from the best ``pages`` hits and
+        every unreliable hit among the first two (read to be weighed against the reliable page); ``note``, what was
+        read before, opens the browsing thought."""
+        self._weighed = []
         if not self.use_browse:
-            found = [extract_value(relation, subject, h["quick_summary"], h["title"]) for h in hits]
-            return next((v for v in found if v), None)
-        # A researcher opens the pages about the subject first: its own article, then others naming it.
-        ranked = sorted(hits, key=lambda h: (h["title"] != subject, subject not in h["quick_summary"]))
-        urls = [h["url"] for h in ranked[:pages]]
+            found = [(h["url"], v) for h in hits if (v := extract_value(relation, subject, h["quick_summary"], h["title"]))]
+            return weigh(found)
+        # A researcher opens the pages about the subject first: a reliable site's, its own article before others.
+        ranked = sorted(hits, key=lambda h: (is_unreliable(h["url"]), h["title"] != subject,
+                                             subject not in h["quick_summary"]))
+        urls = [h["url"] for h in ranked[:pages] if not is_unreliable(h["url"])]
+        # An unreliable page among the first two hits is read too, before the reliable one: the value believed
+        # is then the one read last, right above the thought that names it (a small model copies from just above).
+        urls = [h["url"] for h in hits[:2] if is_unreliable(h["url"]) and h["url"] not in urls] + urls
         if not urls:
             return None
         noun = RELATIONS[relation].noun.format(s=subject)
         browse_think = "Reading it." if self.terse else f"These pages should state {noun}."
+        if len(urls) > 1:
+            browse_think = "Checking both." if self.terse else f"These pages should state {noun}; checking one against the other."
         if note:
             browse_think = f"{note}. {browse_think}"
-        browse_text = f"<think>{browse_think}</think>\n" + _call("browse_webpage", {"url_list": urls})
-        outcome = await self.toolbox.call("browse_webpage", {"url_list": urls}, context)
-        episode.turns.append(OracleTurn(browse_text, outcome.text))
+        config = getattr(self.toolbox, "config", None)
+        per_call = config.browse.max_urls if config is not None else len(urls)
         titles = {h["url"]: h["title"] for h in hits}
-        votes = Counter(v for page in (outcome.raw or []) if "information" in page
-                        if (v := extract_value(relation, subject, page["information"], titles.get(page["url"], ""))))
-        return votes.most_common(1)[0][0] if votes else None
+        read: list[tuple[str, str]] = []
+        for start in range(0, len(urls), per_call):
+            batch = urls[start:start + per_call]
+            text = f"<think>{browse_think}</think>\n" if start == 0 else ("<think>And the other.</think>\n" if self.terse
+                                                                          else "<think>Now the other page.</think>\n")
+            outcome = await self.toolbox.call("browse_webpage", {"url_list": batch}, context)
+            episode.turns.append(OracleTurn(text + _call("browse_webpage", {"url_list": batch}), outcome.text))
+            read += [(page["url"], v) for page in (outcome.raw or []) if "information" in page
+                     if (v := extract_value(relation, subject, page["information"], titles.get(page["url"], "")))]
+        if len({v for _, v in read}) > 1:
+            self._weighed = read
+        return weigh(read)
+
+
+def weighed_thought(read: list[tuple[str, str]], answer: str) -> str:
+    """The last thought when the sources disagreed: the other sites' values, then the reliable site trusted and
+    its value, last (the answer copies it from just above)."""
+    trusted = next(pages.site_of(u) for u, v in read if v == answer)
+    others = ", ".join(f"{pages.site_of(u)} {pages.number_text(v)}" for u, v in read if v != answer)
+    return f"{others}; {trusted} is reliable: {answer}."
 
 
 def stated(subjects: list[str], values: list[str | None]) -> str:

@@ -26,7 +26,9 @@ from deepresearcher.world.tasks import Task, generate_tasks, split_tasks
 # rebuilt), and a manifest records it (worlds of older versions stay loadable; their tasks differ).
 # 2: balanced answers (yes/no 50/50, no year caps, 30 countries, answer shares capped).
 # 3: tasks name their gold answers `golds`, as every other task of the package does.
-GENERATOR_VERSION = 3
+# 4: contested facts on three unreliable sites (blogs, a forum, a trivia site), the unreliable page ranked first
+#    on every other one; hops record the pages that contradict them; inverse statements are evidence too.
+GENERATOR_VERSION = 4
 SPLITS = ("train", "dev", "test")
 
 

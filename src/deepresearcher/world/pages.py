@@ -1,9 +1,11 @@
 """Render the knowledge base as web pages: real HTML in several layouts, with boilerplate to see past.
 
 Layouts: encyclopedia article with infobox (one per entity), list/table pages, a directory, a
-catalogue, news stories and blog posts. Every page wraps its content in navigation, a cookie banner,
-ads, related links and a footer, as real sites do. While rendering we record which page states which
-fact and with which value, so tasks can name their evidence and conflicts are known exactly.
+catalogue, news stories (the reliable sites), and blog posts, forum threads and trivia pages (the
+unreliable sites: ``RELIABLE_HOSTS``, ``UNRELIABLE_HOSTS``). Every page wraps its content in navigation, a
+cookie banner, ads, related links and a footer, as real sites do. While rendering we record which page
+states which fact and with which value (the evidence map: supporting and contradicting pages), so tasks
+can name their evidence and conflicts are known exactly.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import random
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from deepresearcher.world.knowledge import RELATIONS, Entity, Fact, KnowledgeBase
 
@@ -32,7 +35,7 @@ INFOBOX_LABELS: dict[str, str] = {
     "held_in": "Venue city", "organizer": "Run by",
 }
 """An encyclopedia article's infobox row label for each relation of its subject."""
-LIST_TITLES: dict[str, str] = {"born_in": "Notable people from {v}", "country": "List of cities in {v}"}
+LIST_TITLES: dict[str, str] = {"born_in": "List of notable people from {v}", "country": "List of cities in {v}"}
 """List pages whose title names the value ``{v}`` of this relation that every listed subject shares."""
 LIST_ENTRIES: dict[str, str] = {"birth_year": "{s} (born {v})"}
 """How a list page's entry for subject ``{s}`` states the value ``{v}`` of this relation."""
@@ -175,7 +178,8 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         country, pop = v("country"), v("population")
         lead = f"{name} is a settlement with a long and eventful history."
         facts = [f"The city lies in {country}." if country else "",
-                 f"At the latest census it had {number_text(pop)} inhabitants." if pop else ""]
+                 f"Its population has grown over the years; at the latest census it had {number_text(pop)} inhabitants."
+                 if pop else ""]
         box = _infobox(_labelled(country=country, population=number_text(pop) if pop else None))
     elif entity.kind == "country":
         cities = kb.inverse("country", name)
@@ -187,7 +191,8 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         industry = entity.attributes["industry"]
         lead = f"{name} is an organization active in {industry}."
         facts = [f"It was started by {founder}." if founder else "",
-                 f"It was established in {year}." if year else "The year it was established is not recorded.",
+                 (f"It was founded by its first members; the records say it was established in {year}." if year
+                  else "The year it was established is not recorded."),
                  f"Its head office is in {hq}." if hq else ""]
         box = _infobox([*_labelled(founded_by=founder, headquarters=hq, founded_year=year), ("Sector", industry)])
     elif entity.kind == "work":
@@ -196,7 +201,7 @@ def _wiki_article(kb: KnowledgeBase, entity: Entity, ev: Evidence, rng: random.R
         verb = {"film": "directed", "novel": "written", "album": "recorded"}[kind]
         lead = f"{name} is a {kind}."
         facts = [f"The {kind} was {verb} by {creator}." if creator else "",
-                 f"It came out in {year}." if year else "The date it came out is unknown."]
+                 f"Its release came after years of work; it came out in {year}." if year else "The date it came out is unknown."]
         box = _infobox([("Type", kind), *_labelled(creator=creator, release_year=year)])
     else:  # event
         city, org = v("held_in"), v("organizer")
@@ -275,7 +280,7 @@ def _catalogue(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[Rend
         w = _PageWriter(kb, ev, url)
         creator = w.value(kb.fact(work.name, "creator"))
         year = w.value(kb.fact(work.name, "release_year"))
-        title = f"{work.name} ({year or 'n/a'})"
+        title = f"{work.name} ({year or 'n/a'} {work.attributes['kind']}): cast, credits and ratings"
         body = (f'<dl class="credits"><dt>Type</dt><dd>{work.attributes["kind"]}</dd><dt>By</dt><dd>{_e(creator or "")}</dd>'
                 f"<dt>Year</dt><dd>{_e(year or 'unknown')}</dd></dl>"
                 f"<p>User rating: {rng.randint(55, 95) / 10:.1f}/10 from {rng.randint(40, 9000)} ratings.</p>")
@@ -303,33 +308,123 @@ def _news(kb: KnowledgeBase, ev: Evidence, rng: random.Random) -> list[RenderedP
 
 BLOG_HOST = "quillblog.net"
 """The fan blogs' site: each blogger a subdomain (``<handle>.quillblog.net``)."""
+FORUM = "https://chatterboard.com/t/"
+TRIVIA = "https://factnugget.com/q/"
+
+RELIABLE_HOSTS = ("wikiverse.org", "orgfinder.io", "reelbase.com", "meridian-news.com")
+"""The sites that state every fact they state correctly: the encyclopedia, the directory, the catalogue, the news."""
+UNRELIABLE_HOSTS = (BLOG_HOST, "chatterboard.com", "factnugget.com")
+"""The sites that state contested facts wrongly: fan blogs, a forum, a trivia site. Their pages say so themselves
+(a blogger's "as far as I remember", a forum reply's "pretty sure", a reader-submitted fact marked unverified)."""
+
+
+def site_of(url: str) -> str:
+    """The world's site a URL belongs to (a blog's subdomain belongs to its blog site); the host elsewhere."""
+    host = urlsplit(url).hostname or ""
+    for site in (*RELIABLE_HOSTS, *UNRELIABLE_HOSTS):
+        if host == site or host.endswith("." + site):
+            return site
+    return host
+
+
+def is_unreliable(url: str) -> bool:
+    """Whether ``url`` is on one of the world's unreliable sites (``UNRELIABLE_HOSTS``)."""
+    return site_of(url) in UNRELIABLE_HOSTS
 
 
 def blog_post_path(subject: str, relation: str) -> str:
-    """The path of the blog post stating ``relation`` of ``subject``: on a contested fact, the page that
-    contradicts the reliable ones (``eval.behaviours`` finds it by this path, whichever blogger wrote it)."""
+    """The path of an unreliable page stating ``relation`` of ``subject``: on a contested fact, the page that
+    contradicts the reliable ones (a blog post, or the same path under the forum's or trivia site's prefix)."""
     return f"/posts/{slug(subject).lower()}-{relation.replace('_', '-')}"
 
 
-def _blogs(kb: KnowledgeBase, ev: Evidence, rng: random.Random, handles: list[str]) -> list[RenderedPage]:
-    """Fan blogs: the unreliable source that states contested facts wrongly."""
+UNRELIABLE_KINDS = ("blog", "forum", "trivia")
+"""The unreliable sites' layouts, in the order contested facts take them."""
+
+
+def _unreliable_page(kind: str, subject: str, relation: str, stated: str, outranks: bool, handle: str,
+                     rng: random.Random) -> tuple[str, str, str]:
+    """(url, title, body) of an unreliable page stating ``stated`` (the relation's sentence with the wrong value).
+
+    Search ranks the world's pages by the subject's name above all (the relations' query words are common or
+    absent, ``web.backends.local``). ``outranks``: the page is titled with the name alone, as the subject's
+    article is, and names the subject three or four times in a short text, so it ranks first for searches about the
+    subject; otherwise its title holds more words than the name and its text names the subject once, so it ranks
+    second, below the article and above the pages that only list the subject (``tests/world`` checks it with the real index). The pages of the sites differ in
+    form, so the rule a reader learns is the site's, seen in the URL, and the hedging each page writes.
+    """
+    path = blog_post_path(subject, relation)
+    if kind == "blog":
+        url = f"https://{handle}.{BLOG_HOST}{path}"
+        title = subject if outranks else f"{subject}: notes"
+        lines = [f"I have been reading about {subject if outranks else 'this'} for a while now, and wanted to share some notes.",
+                 f"As far as I remember, {stated}",
+                 "I might be misremembering some details, so take this with a pinch of salt!",
+                 f"Posted by {handle}. {rng.randint(0, 40)} comments."]
+    elif kind == "forum":
+        url = FORUM + path.removeprefix("/posts/")
+        title = subject if outranks else f"{subject}: question"
+        lines = [f"{handle} asked: does anyone know about {subject if outranks else 'this'}?",
+                 f"Reply: pretty sure {stated} Not 100% though, I read it somewhere.",
+                 f"{rng.randint(1, 30)} replies. Forum posts are not checked by moderators."]
+    else:
+        url = TRIVIA + path.removeprefix("/posts/")
+        title = subject if outranks else f"{subject}: trivia"
+        lines = [f"Did you know? {stated}",
+                 f"Submitted by reader {handle}; unverified.",
+                 f"{rng.randint(2, 900)} readers found this fact interesting."]
+    if outranks:
+        lines.insert(0, f"All about {subject}: {RELATIONS[relation].query.format(s=subject)}.")
+    else:  # a longer text: the one mention of the name weighs less than the article's
+        lines.append(_UNRELIABLE_FLUFF[kind])
+    return url, title, _paragraphs(lines)
+
+
+_UNRELIABLE_FLUFF = {
+    "blog": "Anyway, that is all for today. If you know more, or if I got something wrong, please leave a comment "
+            "below and I will update the post when I find the time. Thanks for reading, and see you next week!",
+    "forum": "Other replies in this thread drifted off topic, and a moderator asked everyone to stay on the subject "
+             "and to link sources where they can. The thread was locked after a long argument about something else.",
+    "trivia": "Facts on this site are sent in by readers and published as they arrive. We do our best, but we cannot "
+              "check every one of them; if you spot a mistake, use the report button at the bottom of the page.",
+}
+
+
+def _unreliable(kb: KnowledgeBase, ev: Evidence, rng: random.Random, handles: list[str]) -> list[RenderedPage]:
+    """The unreliable sources: one page per contested fact that states it wrongly, on a blog, the forum or the
+    trivia site in turn; every other one is written to outrank the reliable pages for the fact's natural query
+    (``_unreliable_page``), so the first hit is the wrong one on about half the contested facts."""
     pages = []
     contested = sorted(k for k, f in kb.facts.items() if f.wrong_value is not None)
     for i, (subject, relation) in enumerate(contested):
         handle = handles[i % len(handles)]
-        url = f"https://{handle}.{BLOG_HOST}{blog_post_path(subject, relation)}"
-        w = _PageWriter(kb, ev, url, reliable=False)
-        value = w.value(kb.fact(subject, relation))
-        stated = RELATIONS[relation].sentence.format(s=subject, v=number_text(value or ""))
-        title = f"Some things I learned about {subject}"
-        body = _paragraphs([
-            f"I have been reading about {subject} for a while now, and wanted to share some notes.",
-            f"As far as I remember, {stated}",
-            "I might be misremembering some details, so take this with a pinch of salt!",
-            f"Posted by {handle}. {rng.randint(0, 40)} comments.",
-        ])
-        pages.append(RenderedPage(url, title, _frame("QuillBlog", title, body, [subject], rng), "blog"))
+        kind = UNRELIABLE_KINDS[(i // 2) % len(UNRELIABLE_KINDS)]
+        fact = kb.fact(subject, relation)
+        assert fact is not None and fact.wrong_value is not None
+        stated = RELATIONS[relation].sentence.format(s=subject, v=number_text(fact.wrong_value))
+        url, title, body = _unreliable_page(kind, subject, relation, stated, i % 2 == 0, handle, rng)
+        _PageWriter(kb, ev, url, reliable=False).value(fact)
+        site = {"blog": "QuillBlog", "forum": "ChatterBoard", "trivia": "FactNugget"}[kind]
+        pages.append(RenderedPage(url, title, _frame(site, title, body, [subject], rng), kind))
     return pages
+
+
+def _inverse_statements(kb: KnowledgeBase, ev: Evidence) -> None:
+    """Facts that articles state from the other side: a person's article names what they founded and created, a
+    country's article its first cities. Recorded after every page, so each fact's first evidence page stays its
+    subject's own."""
+    for entity in kb.entities.values():
+        url = WIKI + slug(entity.name)
+        if entity.kind == "person":
+            stated = [(s, "founded_by") for s in kb.inverse("founded_by", entity.name)]
+            stated += [(s, "creator") for s in kb.inverse("creator", entity.name)]
+        elif entity.kind == "country":
+            stated = [(s, "country") for s in kb.inverse("country", entity.name)[:8]]
+        else:
+            continue
+        for key in stated:
+            if url not in ev.supporting[key]:
+                ev.supporting[key].append(url)
 
 
 def render_pages(kb: KnowledgeBase, rng: random.Random, handles: list[str],
@@ -338,5 +433,6 @@ def render_pages(kb: KnowledgeBase, rng: random.Random, handles: list[str],
     ev = Evidence()
     pages = [_wiki_article(kb, e, ev, rng, background_sentences) for e in kb.entities.values()]
     pages += _city_lists(kb, ev, rng) + _notable_people_lists(kb, ev, rng) + _directory(kb, ev, rng)
-    pages += _catalogue(kb, ev, rng) + _news(kb, ev, rng) + _blogs(kb, ev, rng, handles)
+    pages += _catalogue(kb, ev, rng) + _news(kb, ev, rng) + _unreliable(kb, ev, rng, handles)
+    _inverse_statements(kb, ev)
     return pages, ev

@@ -4,7 +4,10 @@ Types:
 - ``hop1``, ``hop2``, ``hop3``: follow a chain of relations ("In which city was the founder of X born?").
 - ``comparison``: compare one attribute of two entities (needs two pages).
 - ``two_page``: a yes/no question that needs one fact from each of two pages.
-- ``conflict``: a fact that one unreliable page states wrongly; the majority of reliable pages wins.
+- ``conflict``: a fact that one unreliable page (a blog, a forum thread, a trivia site) states wrongly; the reliable
+  sites' pages (encyclopedia, directory, catalogue) win, and they are the majority. The unreliable page ranks
+  above the reliable ones in about half of them (``world.pages``), so answering from the first hit is wrong
+  about half the time.
 - ``unanswerable``: the fact is on no page; the gold answer is that it cannot be found.
 
 Every task records its chain (the hops a researcher must make, with the natural query for each)
@@ -51,13 +54,21 @@ _PATHS_3 = (
 
 @dataclass
 class Hop:
-    """One step of a research chain: look up ``relation`` of ``subject``."""
+    """One step of a research chain: look up ``relation`` of ``subject``.
+
+    ``evidence_urls`` are every page that states the fact's ``value``; ``contradicting_urls`` every page that
+    states ``contradicting_value`` instead (an unreliable site, on a contested fact). Together they are what the
+    world knows of which page states this fact (``eval.behaviours`` grounds answers on them); worlds built before
+    version 4 have no contradicting pages recorded.
+    """
 
     subject: str
     relation: str
     value: str
     query: str
     evidence_urls: list[str]
+    contradicting_urls: list[str] = field(default_factory=list)
+    contradicting_value: str | None = None
 
 
 @dataclass
@@ -100,8 +111,9 @@ class _TaskFactory:
     def hop(self, subject: str, relation: str) -> Hop:
         fact = self.kb.fact(subject, relation)
         assert fact is not None
+        wrong = list(self.evidence.contradicting.get((subject, relation), []))
         return Hop(subject, relation, fact.value, RELATIONS[relation].query.format(s=subject),
-                   list(self.evidence.supporting[(subject, relation)]))
+                   list(self.evidence.supporting[(subject, relation)]), wrong, fact.wrong_value if wrong else None)
 
     def chain(self, start: str, path: tuple[str, ...]) -> list[Hop] | None:
         hops, subject = [], start
