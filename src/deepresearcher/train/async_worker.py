@@ -9,7 +9,9 @@ computed as TRL's own worker computes them (``(r - mean) / (std + 1e-8)`` within
 goes on the queue as a ``RolloutSample``: prompt and completion ids, the env mask (0 on tool output), the
 sampling log-probabilities (the old log-probabilities of the trainer's importance ratio) and the policy
 version the group **started** with (its oldest weights: in-flight episodes keep running across a weight
-sync, so a group may finish under newer ones; the tag never understates its staleness).
+sync, so a group may finish under newer ones; the tag never understates its staleness). With ``train.agent`` a
+group's episodes are runs of that program against the engine behind the policy endpoint (``endpoint.programs``),
+each trained on what the endpoint recorded it sampling, as the synchronous trainer trains them.
 
 ``EngineWeightTransfer`` implements ``WeightTransferProtocol`` in this process: ``pause`` takes the
 engine's weights lock (the decode thread stops between two forward passes, its rows keep their place),
@@ -34,7 +36,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from deepresearcher.agent.trajectory import Trajectory
@@ -186,10 +188,27 @@ class AgentRolloutWorker:
             loop.run_until_complete(self.engine.aclose())
 
     async def _produce(self) -> None:
-        from deepresearcher.agent.session import AgentSession
+        """Groups until stopped: of our agent loop, or (``train.agent``) of the program behind the policy endpoint,
+        served on this loop as the synchronous trainer serves it (``endpoint.programs``)."""
+        program = self.config.train.agent
+        if program is None:
+            from deepresearcher.agent.loop import run_episodes
+            from deepresearcher.agent.session import AgentSession
 
-        session = AgentSession(self.config, self.engine, self.tokenizer, self.rollouts.toolboxes, decoding="train")
-        engines = [session.engine(toolbox=toolbox) for toolbox in self.rollouts.toolboxes]
+            session = AgentSession(self.config, self.engine, self.tokenizer, self.rollouts.toolboxes, decoding="train")
+            engines = [session.engine(toolbox=toolbox) for toolbox in self.rollouts.toolboxes]
+            await self._stream(lambda task: run_episodes(engines[task.get("world", 0)], [task] * self.group_size))
+            return
+        from deepresearcher.endpoint.programs import ProgramEpisodes, program_tasks
+        from deepresearcher.endpoint.server import endpoint_for
+
+        endpoint = endpoint_for(self.config, self.engine, self.tokenizer, model_name="policy", training=True,
+                                layout=program.layout, turn_limit=True)
+        async with ProgramEpisodes(program, endpoint) as episodes:
+            await self._stream(lambda task: asyncio.gather(*(
+                episodes.run(t) for t in program_tasks([task] * self.group_size, self.rollouts.toolboxes))))
+
+    async def _stream(self, episodes_of: Callable[[dict[str, Any]], Awaitable[list[Trajectory]]]) -> None:
         slots = asyncio.Semaphore(self.inflight_groups)
         running: set[asyncio.Task] = set()
         group_id = 0
@@ -197,7 +216,7 @@ class AgentRolloutWorker:
             while not self._stop.is_set():
                 await slots.acquire()
                 task = prompt_stream(self.tasks, self.config.train.seed, self.start_index + group_id)
-                job = asyncio.ensure_future(self._group(engines[task.get("world", 0)], task, group_id))
+                job = asyncio.ensure_future(self._group(episodes_of, task, group_id))
                 running.add(job)
                 job.add_done_callback(lambda done: (running.discard(done), slots.release()))
                 job.add_done_callback(self._raise_failure)
@@ -212,11 +231,10 @@ class AgentRolloutWorker:
             self._error = job.exception()
             self._main.cancel()
 
-    async def _group(self, engine: Any, task: dict[str, Any], group_id: int) -> None:
-        from deepresearcher.agent.loop import run_episodes
-
+    async def _group(self, episodes_of: Callable[[dict[str, Any]], Awaitable[list[Trajectory]]],
+                     task: dict[str, Any], group_id: int) -> None:
         version = self.model_version
-        trajectories = await run_episodes(engine, [task] * self.group_size)
+        trajectories = list(await episodes_of(task))
         # off the worker's loop: a judge reward waits on its judge while the other groups keep running
         scores = await asyncio.to_thread(self.scorer, trajectories, [task] * len(trajectories))
         for sample in group_samples(trajectories, scores, group_id, version, self.tokenizer.eos_token_id,

@@ -69,9 +69,6 @@ def run_grpo(
 
     from deepresearcher.reward import JUDGE_METRICS, reward_judge
 
-    if config.train.agent is not None and config.train.async_grpo.enabled:
-        raise ConfigError("train.agent (an agent given as a program) trains with the synchronous GRPO trainer: set "
-                          "train.async_grpo.enabled=false.")
     if config.reward.metric in JUDGE_METRICS:  # the scorer's judge, recording its verdicts in the run's cache
         reward_judge(config)
     start = Path(model) if model is not None else warm_start(config)
