@@ -993,6 +993,13 @@ class TrainConfig(Section):
         "state stay fp32. GPUs, and CPUs with native bf16 (AVX512-BF16, AMX, Arm BF16), where the quickstart's "
         "steps run ~1.4x faster; elsewhere the CPU emulates it, slower than fp32.",
     )
+    adapt_threads: bool = Field(
+        True,
+        description="On the CPU, the quickstart picks torch's thread count by measured speed: its SFT loop from its "
+        "own steps, its evaluations and GRPO by a short probe before each. Where another job keeps a core busy, two "
+        "threads ran the SFT step 7-8x slower than one (docs/train.md, \"A slow hour\"); on a quiet machine the "
+        "default count stays.",
+    )
     gradient_checkpointing: bool = Field(False, description="Recompute activations in backward to save memory.")
     eval_tasks: int = Field(1000, ge=1, description="Held-out tasks evaluated (from `eval_data`; the quickstart's before and after RL) at most.")
     eval_every: int = Field(

@@ -227,3 +227,42 @@ def test_a_constrained_row_samples_the_best_allowed_token_and_leaves_its_batch_a
     best = [allowed[int(row[allowed].argmax())] for row in logits]
     assert constrained.token_ids == best
     assert "constraint" not in guided.model_dump(), "a constraint is never sent to a server"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("static_cache", [False, True])
+def test_rows_that_finish_first_leave_the_others_sampling_as_a_full_forward_would(tiny_model_dir: Path,
+                                                                                  static_cache: bool) -> None:
+    """Six rows of one batch end at different steps (``max_tokens`` 2 to 12, the short ones first and in the
+    middle): the rows after them move into their slots (``engine.fill_holes``), and every row's logprobs still
+    equal a plain forward over its own prompt and samples, its tokens those it draws alone."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    texts = ("Vesk is the capital", "Who founded Acme Works?", "Alice", "Bob went to", "The river", "web_search")
+    prompts = [tokenizer(t)["input_ids"] for t in texts]
+    params = [SamplingParams(max_tokens=n, temperature=1.0, seed=i) for i, n in enumerate((2, 12, 3, 10, 4, 12))]
+
+    def sample(together: bool) -> list[object]:
+        engine = LocalEngine(model, tokenizer, seed=7, batch_wait_s=0.05, static_cache=static_cache)
+
+        async def run_all():  # noqa: ANN202
+            if together:
+                return await asyncio.gather(*(engine.generate(p, q) for p, q in zip(prompts, params)))
+            return [await engine.generate(p, q) for p, q in zip(prompts, params)]
+
+        results = asyncio.run(run_all())
+        if together:
+            assert engine.batches == [len(prompts)], "one batch, which rows leave one by one"
+        return results
+
+    together = sample(True)
+    assert [r.token_ids for r in sample(False)] == [r.token_ids for r in together]
+    for prompt, result in zip(prompts, together):
+        full = torch.tensor([prompt + result.token_ids], device=model.device)
+        with torch.no_grad():
+            logits = model(full).logits[0, len(prompt) - 1 : -1]
+        sampled = torch.tensor(result.token_ids, device=logits.device)
+        expected = torch.log_softmax(logits, -1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
+        assert result.logprobs == pytest.approx(expected.tolist(), abs=2e-4)

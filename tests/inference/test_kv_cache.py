@@ -45,3 +45,26 @@ def test_a_decode_step_writes_in_place_while_the_buffer_has_room() -> None:
         layer.update(*_pair(2, 1, seed=step))
         assert layer.keys.data_ptr() == storage  # no new allocation, no copy of the earlier columns
     assert layer.keys.shape == (2, 2, 8 + 38 + 1, 4)
+
+
+def test_selecting_rows_copies_in_place_only_the_rows_that_change_slot() -> None:
+    """Rows 1 and 3 of 5 finish; the engine's order (``fill_holes``) keeps rows 0 and 2 where they are and moves
+    row 4 into slot 1: the same keys and values as DynamicLayer's selection, without a new buffer."""
+    from deepresearcher.inference.engine import fill_holes
+
+    plain, roomy = DynamicLayer(), RoomyLayer()
+    for seed, columns in enumerate((6, 1, 1)):  # the second update moves the cache into a buffer with room
+        pair = _pair(5, columns, seed=seed)
+        plain.update(*pair)
+        roomy.update(*pair)
+    order = fill_holes([0, 2, 4])
+    assert order == [0, 4, 2]
+    storage, row2 = roomy.keys.data_ptr(), roomy.keys[2].clone()
+    index = torch.tensor(order)
+    plain.batch_select_indices(index)
+    roomy.batch_select_indices(index)
+    assert torch.equal(roomy.keys, plain.keys) and torch.equal(roomy.values, plain.values)
+    assert roomy.keys.data_ptr() == storage, "selected in place, not copied into a new buffer"
+    assert torch.equal(roomy.keys[2], row2)
+    keys, _ = roomy.update(*_pair(3, 1, seed=9))  # decoding goes on in the same buffer
+    assert keys.data_ptr() == storage and keys.shape == (3, 2, 9, 4)

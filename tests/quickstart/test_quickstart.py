@@ -70,6 +70,11 @@ def test_quickstart_runs_every_stage_and_writes_its_report(toy_run: tuple[Path, 
     assert "no-tools baselines" in output and "SFT tokens/s" in output
     assert "beside the no-tools baselines" in page and "<td>calibration (not in total)</td>" in page
     assert "{'world'" not in page, "timings are a table, not a Python dict"
+    # each step beside the calibration around it and its seconds at the reference figure: a slow hour explains itself
+    assert set(summary["timings_normalised_s"]) == set(summary["timings_s"]) == set(summary["timings_calibration"])
+    assert summary["timings_calibration"]["world"] == pytest.approx((during["start"] + during["after SFT"]) / 2, abs=0.1)
+    assert summary["timings_calibration"]["grpo"] == pytest.approx((during["after SFT"] + during["end"]) / 2, abs=0.1)
+    assert summary["total_normalised_s"] > 0 and "seconds at reference" in page and "would have taken" in page
     viewer = (run / "heldout_after_grpo" / "report.html").read_text()
     assert held_out[0]["question"] in viewer and held_out[0]["question"] in page
     # Research behaviours: the oracle's (its SFT episodes, then the held-out tasks) beside the first-hit baseline's,

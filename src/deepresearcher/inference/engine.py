@@ -531,11 +531,13 @@ class LocalEngine:
         return stepped
 
     def _select(self, batch: _Batch, keep: list[int]) -> _Batch:
-        """The batch reduced to the rows ``keep`` (the still running ones), cache included."""
+        """The batch reduced to the rows ``keep`` (the still running ones), cache included; the rows past the
+        kept count move into the finished rows' slots (``fill_holes``), so the cache copies few rows."""
         import torch
 
         if len(keep) == len(batch.rows):
             return batch
+        keep = fill_holes(keep)
         index = torch.tensor(keep, dtype=torch.long, device=self.device)
         rows = [batch.rows[i] for i in keep]
         if batch.static:
@@ -662,6 +664,22 @@ def _constrain(logits: Any, rows: list[_Row]) -> Any:
         masked[i] = float("-inf")
         masked[i, ids] = logits[i, ids]
     return logits if masked is None else masked
+
+
+def fill_holes(keep: list[int]) -> list[int]:
+    """The new slot order of a batch keeping the rows ``keep`` (increasing): a kept row already in a slot under
+    ``len(keep)`` stays there, and the kept rows past it fill the slots the others left, in order.
+
+    So the cache moves one row per finished row at most, where keeping ``keep``'s order moves every row after
+    the first finished one. Row order means nothing else: each row samples from its own random stream and
+    every per-row tensor of the batch is indexed by the same order."""
+    kept = len(keep)
+    order = list(range(kept))
+    stays = {i for i in keep if i < kept}
+    holes = (slot for slot in range(kept) if slot not in stays)
+    for slot, row in zip(holes, (i for i in keep if i >= kept)):
+        order[slot] = row
+    return order
 
 
 def _filled(row: _Row) -> int:

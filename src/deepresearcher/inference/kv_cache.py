@@ -47,14 +47,25 @@ class RoomyLayer(DynamicLayer):
         return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep the rows ``indices``: one copy of the filled columns, into a buffer that keeps its room."""
+        """Keep the rows ``indices`` (row ``j`` becomes the old row ``indices[j]``), in place: only the rows that
+        change slot are copied, and only their filled columns.
+
+        Copying the whole buffer (``index_select``, room and unmoved rows included) whenever a row finished was
+        a third of a held-out evaluation's time on the CPU (64-128 rows of up to ~1,000 columns); the engine
+        (``LocalEngine._select``) fills the slots of finished rows with the last rows, so a finished row moves
+        about one row, not every row after it."""
         if not self._fronts_buffers():
             super().batch_select_indices(indices)
             return
         assert self._key_buffer is not None and self._value_buffer is not None
-        filled = self.keys.shape[-2]
-        self._key_buffer = self._key_buffer.index_select(0, indices)
-        self._value_buffer = self._value_buffer.index_select(0, indices)
+        filled, kept = self.keys.shape[-2], indices.numel()
+        moved = (indices != torch.arange(kept, device=indices.device)).nonzero().squeeze(1)
+        if moved.numel():
+            source = indices[moved]
+            for buffer in (self._key_buffer, self._value_buffer):
+                buffer[moved, :, :filled] = buffer[source, :, :filled]  # the right side is gathered first
+        self._key_buffer = self._key_buffer[:kept]
+        self._value_buffer = self._value_buffer[:kept]
         self.keys = self._key_buffer[:, :, :filled]
         self.values = self._value_buffer[:, :, :filled]
 

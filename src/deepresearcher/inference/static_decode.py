@@ -186,8 +186,8 @@ class StaticDecoder:
             values[first : first + rows, :, :columns] = layer.values.gather(2, index)
 
     def compact(self, keep: list[int], columns: int) -> None:
-        """Move the rows ``keep`` (slot indices, increasing) to slots ``0..len(keep)-1``; ``columns`` is the most
-        any moved row holds."""
+        """Move the rows ``keep`` (slot indices, in any order: ``engine.fill_holes`` moves few) to slots
+        ``0..len(keep)-1``; ``columns`` is the most any moved row holds."""
         moves = [(to, at) for to, at in enumerate(keep) if to != at]
         if not moves:
             return

@@ -72,7 +72,10 @@ def _bf16_where_native(config: Config, say: Say) -> Config:
 
 def run_quickstart(config: Config, *, model: str | None = None, say: Say = print) -> dict[str, Any]:
     """Run every step of the quickstart; returns the summary also written into the report."""
+    import torch
+
     from deepresearcher.eval.behaviours import behaviour_record, rates_by_type
+    from deepresearcher.inference.device import on_gpu
     from deepresearcher.quickstart.calibration import measure_machine
     from deepresearcher.quickstart.report import write_quickstart_report
     from deepresearcher.quickstart.tiny_model import build_tiny_checkpoint
@@ -80,6 +83,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
     from deepresearcher.train.rollout import Rollouts, score_trajectories
     from deepresearcher.train.run_dir import RunDir
     from deepresearcher.train.tasks import task_sets
+    from deepresearcher.train.threads import choose_threads, sft_probe, thread_candidates
     from deepresearcher.warmstart.pipeline import sft_demonstrations, sft_drills
     from deepresearcher.warmstart.sft import train_sft
 
@@ -100,6 +104,16 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         timings[name] = round(time.perf_counter() - clock, 1)
         clock = time.perf_counter()
         say(f"[{name}] done in {timings[name]:.1f}s")
+
+    threads: dict[str, int] = {}  # torch threads each stage ran on (train.adapt_threads: chosen by speed)
+    default_threads = torch.get_num_threads()
+    probe = sft_probe() if cfg.adapt_threads and not on_gpu() else None
+
+    def pick_threads(stage: str) -> None:
+        """Before a stage: the faster thread count by a short probe (``train.adapt_threads``), counted in its time."""
+        threads[stage] = default_threads if probe is None else choose_threads(probe, thread_candidates(default_threads))
+        if threads[stage] != default_threads:
+            say(f"[{stage}] torch threads {threads[stage]} (of {default_threads}): faster now by a short probe")
 
     sets = task_sets(config)
     world_dir, test_tasks, sft_tasks = sets.world_dirs[0], sets.test, sets.sft
@@ -134,9 +148,12 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             sft = train_sft(
                 base, sft_data, cfg.sft, sft_dir, bf16=cfg.bf16,
                 on_step=lambda step, loss: say(f"sft step {step}/{cfg.sft.steps} loss {loss:.3f}") if step % 25 == 0 else None,
-                drills=sft_drills(config, tokenizer),
+                drills=sft_drills(config, tokenizer), adapt_threads=cfg.adapt_threads,
             )
-            say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s")
+            threads["sft"] = sft.threads_kept
+            say(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.tokens_per_second:.0f} tokens/s"
+                + (f"; torch threads switched {sft.thread_switches} time(s) by speed, "
+                   f"{sft.threads_kept} at the end" if sft.thread_switches else ""))
             lap("sft")
             calibrations["after SFT"] = measure_machine()
             clock = time.perf_counter()  # the calibration is not the next step's time
@@ -144,6 +161,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
             sft_dir = base
             say(f"sft: skipped (train.sft.steps=0); GRPO starts from {base}")
 
+        pick_threads("eval_sft")
         after_sft = evaluate(sft_dir, test_tasks, rollouts, config)
         run.write_jsonl("eval_after_sft.jsonl", after_sft.rows)
         say(_format_table("after SFT", after_sft))
@@ -151,15 +169,18 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
 
         after_grpo = None
         if cfg.max_steps:
+            pick_threads("grpo")
             result = run_grpo(config, model=sft_dir, rollouts=rollouts, tasks=sets.grpo)
             lap("grpo")
 
+            pick_threads("eval_grpo")
             after_grpo = evaluate(result.model_dir, test_tasks, rollouts, config)
             run.write_jsonl("eval_after_grpo.jsonl", after_grpo.rows)
             say(_format_table("after GRPO", after_grpo))
             lap("eval_grpo")
     finally:
         rollouts.close()
+        torch.set_num_threads(default_threads)
 
     stages = {"after SFT": after_sft, **({"after GRPO": after_grpo} if after_grpo else {})}
     summary: dict[str, Any] = {
@@ -170,6 +191,7 @@ def run_quickstart(config: Config, *, model: str | None = None, say: Say = print
         "eval_world": cfg.eval_world,
         "timings_s": timings,
         "total_s": round(sum(timings.values()), 1),
+        "threads": threads,
     }
     notes = [f"Oracle F1 on its SFT tasks: {oracle_f1:.3f}; {summary['total_s']:.0f} s in all (step times below)."]
     if after_grpo is not None:

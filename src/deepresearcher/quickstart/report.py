@@ -18,6 +18,7 @@ from typing import Any
 
 from deepresearcher.config import Config
 from deepresearcher.quickstart.calibration import Calibration
+from deepresearcher.quickstart.timing import REFERENCE_TOKENS_PER_SECOND, normalised_seconds, stage_calibrations
 from deepresearcher.train.run_dir import RunDir
 
 HELD_OUT = "held-out"
@@ -108,6 +109,33 @@ def _type_counts(tasks: list[dict[str, Any]]) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
 
 
+TIMINGS_TITLE = (f"Timings: each step beside the machine's calibration around it (SFT tokens/s, the mean of the "
+                 f"figures taken before and after it) and its seconds at {REFERENCE_TOKENS_PER_SECOND:,.0f} tokens/s")
+
+
+def _normalised_timings(timings: dict[str, float], during: dict[str, Calibration]) -> dict[str, Any]:
+    """The summary's normalised timings: each step's calibration figure and its seconds at the reference one."""
+    figures = {name: c.sft_tokens_per_second for name, c in during.items()}
+    normalised = normalised_seconds(timings, figures)
+    return {"timings_calibration": {step: round(f, 1) for step, f in stage_calibrations(timings, figures).items()},
+            "timings_normalised_s": normalised, "total_normalised_s": round(sum(normalised.values()), 1),
+            "calibration_reference": REFERENCE_TOKENS_PER_SECOND}
+
+
+def _timing_rows(timings: dict[str, float], summary: dict[str, Any], during: dict[str, Calibration]) -> list[dict[str, str]]:
+    """The Timings table: a row per step, the total, and the calibrations' own time (not in the total)."""
+    figures, normalised = summary["timings_calibration"], summary["timings_normalised_s"]
+    rows = [{"step": name, "seconds": f"{seconds:.1f}", "calibration": f"{figures.get(name, 0):,.0f}",
+             "seconds at reference": f"{normalised.get(name, 0):.1f}"} for name, seconds in timings.items()]
+    return rows + [
+        {"step": "total", "seconds": f"{sum(timings.values()):.1f}", "calibration": "",
+         "seconds at reference": f"{summary['total_normalised_s']:.1f}"},
+        {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}",
+         "calibration": ", ".join(f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()),
+         "seconds at reference": ""},
+    ]
+
+
 def write_quickstart_report(
     run: RunDir,
     config: Config,
@@ -181,6 +209,7 @@ def write_quickstart_report(
     summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final], model_f1_se=model_se[final]),
                "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
+               **_normalised_timings(timings, during),
                "f1_by_type": model_f1, "reference_f1_by_type": reference_f1, "behaviours": behaviours,
                "stuck_rates": stuck, "collapse_warnings": warnings}
 
@@ -207,7 +236,9 @@ def write_quickstart_report(
         *(notes or []),
         (f"Steps took {total:.0f} s in all on this machine: {calibration.describe()}; the same figure during the "
          f"run: {speeds} tokens/s. A slower machine shows a lower figure; the same figure with longer steps "
-         "means a costlier recipe."),
+         f"means a costlier recipe. At {REFERENCE_TOKENS_PER_SECOND:,.0f} tokens/s the steps would have taken "
+         f"~{summary['total_normalised_s']:.0f} s (each step's seconds x the figure around it / "
+         f"{REFERENCE_TOKENS_PER_SECOND:,.0f}: the Timings table)."),
     ]
     tables = {
         "Held-out F1 by task type, beside the no-tools baselines (SE: standard error; all: each task weighs the same)": [
@@ -222,9 +253,7 @@ def write_quickstart_report(
         "Research behaviours by task type": behaviour_rows(
             {f"{kind}: {source}": by_type[kind] for kind in _kinds(behaviours) for source, by_type in behaviours.items()
              if kind in by_type}, label="type: source"),
-        "Timings": [{"step": name, "seconds": f"{seconds:.1f}"} for name, seconds in timings.items()]
-                   + [{"step": "total", "seconds": f"{total:.1f}"},
-                      {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}"}],
+        TIMINGS_TITLE: _timing_rows(timings, summary, during),
     }
     lead.append(BEHAVIOURS_NOTE)
     lead.append(stuck_note)

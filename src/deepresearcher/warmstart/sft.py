@@ -31,6 +31,7 @@ from deepresearcher.agent.trajectory import Trajectory
 from deepresearcher.config import SFTConfig
 from deepresearcher.errors import ConfigError
 from deepresearcher.train.output_layer import next_token_logits
+from deepresearcher.train.threads import ThreadChooser
 from deepresearcher.warmstart.drills import Row, pack
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,9 @@ class SFTResult:
     final_loss: float
     seconds: float
     tokens_per_second: float
+    threads_kept: int = 0
+    """Torch threads at the end of SFT (``adapt_threads``: the count the steps ran fastest on)."""
+    thread_switches: int = 0
 
 
 def train_sft(
@@ -137,6 +141,7 @@ def train_sft(
     bf16: bool = False,
     on_step: Callable[[int, float], None] | None = None,
     drills: list[Row] | None = None,
+    adapt_threads: bool = False,
 ) -> SFTResult:
     """Fine-tune ``model_path`` on ``trajectories`` and save model and tokenizer to ``out_dir``.
 
@@ -147,6 +152,8 @@ def train_sft(
     each pass, from a generator seeded with ``cfg.seed``. ``bf16``: the forward pass under bfloat16
     autocast (weights, gradients and optimizer state stay fp32), on the CPU as on a GPU. The model trains on
     the process's device (``runtime.device``, see ``inference.loader.load_trainable``) and each batch goes there.
+    ``adapt_threads`` (``train.adapt_threads``): on the CPU, torch's thread count is chosen by the steps' own speed
+    (``train.threads.ThreadChooser``: one thread where another job shares the cores) and restored afterwards.
     """
     import torch
     from transformers import AutoTokenizer
@@ -171,8 +178,12 @@ def train_sft(
     schedulers = [torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at) for optimizer in optimizers]
     batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed)
     drill_stream = itertools.cycle(drills) if drills else None
+    default_threads = torch.get_num_threads()
+    chooser = ThreadChooser() if adapt_threads and model.device.type == "cpu" else None
     start, tokens, loss_value = time.perf_counter(), 0, float("nan")
     for step in range(cfg.steps):
+        if chooser is not None:
+            chooser.before_step()
         batch = [trajectories[i] for i in next(batches)]
         ids, mask, weights = collate(batch, cfg.obs_loss_weight, cfg.max_seq_len, pad_id, drill_stream,
                                      cfg.check_drills, device=model.device)
@@ -186,12 +197,19 @@ def train_sft(
             scheduler.step()
         tokens += int(mask.sum())
         loss_value = float(loss.detach())
+        if chooser is not None:
+            chooser.after_step(int(mask.sum()))
         if on_step is not None:
             on_step(step + 1, loss_value)
         if step % 50 == 0:
             logger.info("sft step %d loss %.4f", step, loss_value)
     seconds = time.perf_counter() - start
+    torch.set_num_threads(default_threads)
+    if chooser is not None and chooser.switches:
+        logger.info("sft: torch threads switched %d time(s), last kept %d", chooser.switches, chooser.kept)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    return SFTResult(out_dir, cfg.steps, loss_value, seconds, tokens / max(seconds, 1e-9))
+    return SFTResult(out_dir, cfg.steps, loss_value, seconds, tokens / max(seconds, 1e-9),
+                     threads_kept=chooser.kept if chooser else default_threads,
+                     thread_switches=chooser.switches if chooser else 0)
