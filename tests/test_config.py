@@ -67,6 +67,16 @@ def test_malformed_overrides_say_what_form_is_expected(override: str, message: s
         apply_override(data, override)
 
 
+def test_a_section_a_run_saved_unset_takes_an_override(tmp_path: Path) -> None:
+    """A run's config.yaml writes an optional section left unset as ``null`` (``train.agent``); `eval --config
+    runs/X/config.yaml --agent PROGRAM` sets a field inside it."""
+    path = tmp_path / "config.yaml"
+    path.write_text(dump_config(load_config("quickstart")))
+    assert "  agent: null" in path.read_text()
+    config = load_config(path, overrides=["train.agent.program=examples/openai_agent.py"])
+    assert config.train.agent is not None and config.train.agent.program == "examples/openai_agent.py"
+
+
 def test_missing_and_non_mapping_files_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")

@@ -1222,7 +1222,9 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     parts = key.strip().split(".")
     node = data
     for part in parts[:-1]:
-        child = node.setdefault(part, {})
+        child = node.get(part)
+        if child is None:  # absent, or an optional section left unset (``agent: null`` in a run's config.yaml)
+            child = node[part] = {}
         if not isinstance(child, dict):
             raise ConfigError(f"Override {override!r}: {part!r} is a value, not a section.")
         node = child
