@@ -125,7 +125,7 @@ def test_a_crashed_a_hung_and_a_silent_agent_end_one_episode_each(world, qwen_to
     """In one batch: a crash, a hang past the timeout (killed with the process it started), a program that printed
     nothing and one that answered each end their own episode; the batch returns all four, the first three without
     an answer (the format penalty), the last with its last line as the answer."""
-    from deepresearcher.endpoint.programs import answer_view
+    from deepresearcher.endpoint.programs import answer_view, program_failures
     from deepresearcher.reward import score_rollout
 
     config, _ = world
@@ -138,6 +138,10 @@ def test_a_crashed_a_hung_and_a_silent_agent_end_one_episode_each(world, qwen_to
                                     generator=ScriptedGenerator(qwen_tokenizer, [])))
     assert [t.metadata["program"] for t in trajectories] == ["crashed", "timeout", "no_answer", "answered"]
     assert "the agent crashed" in trajectories[0].metadata["program_stderr"]
+    said = program_failures([t.metadata for t in trajectories])  # the line `eval --agent` prints for a person
+    assert said is not None and said.startswith("3 of 4 runs of the agent program ended without an answer")
+    assert "1 crashed, 1 timeout, 1 no_answer" in said and "stderr: exit code 1: the agent crashed." in said
+    assert program_failures([t.metadata for t in trajectories[3:]]) is None
     assert [t.answer for t in trajectories] == [None, None, None, "Vesk"]
     assert all(t.prompt_ids and not t.completion_ids for t in trajectories)  # nothing sampled, nothing to train
     rewards = [score_rollout(answer_view(t), ["Vesk"]).reward for t in trajectories]

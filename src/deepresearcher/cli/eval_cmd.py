@@ -82,7 +82,13 @@ def eval_command(
         def on_start(pending: int, total: int) -> None:
             bar.update(task, total=total, completed=total - pending, description=f"eval → {out}")
 
-        result = run_eval(cfg, out, data_file=data, on_start=on_start, on_record=lambda r: bar.advance(task))
+        episodes: list[dict] = []  # each rollout's trajectory metadata: how an agent program's runs ended
+
+        def on_record(record: dict) -> None:
+            bar.advance(task)
+            episodes.append(record["trajectory"].get("metadata", {}))
+
+        result = run_eval(cfg, out, data_file=data, on_start=on_start, on_record=on_record)
     typer.echo(markdown_table(result.metrics))
     for label, table in baseline_tables(result.metrics):
         typer.echo(f"\nNo-tools baselines of {label} (F1 in percent, fitted on its train split):\n" + table.markdown())
@@ -91,6 +97,11 @@ def eval_command(
                    + behaviours.markdown())
     typer.echo(f"\n{result.ran} rollouts run now, {result.total} in the eval; reports in {out}/report.md and "
                f"{out}/report.html (config hash {result.metrics['meta']['config_hash']}).")
+    if cfg.train.agent is not None:
+        from deepresearcher.endpoint.programs import program_failures
+
+        if (failures := program_failures(episodes)) is not None:
+            console.print(failures, style="yellow", markup=False, highlight=False)
 
 
 def eval_corpus(

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,26 @@ def episode_trajectory(endpoint: PolicyEndpoint, task: ProgramTask, outcome: Pro
     if outcome.status != "answered":
         trajectory.metadata["program_stderr"] = outcome.stderr_tail[-1000:]
     return trajectory
+
+
+def program_failures(metadata: Sequence[Mapping[str, Any]]) -> str | None:
+    """One line for a person when a program's episodes ended without an answer: how many, how (crashed, timeout,
+    no_answer), and the last stderr line most of them ended with (``No module named 'openai'``: what to fix).
+    ``metadata``: the episodes' ``Trajectory.metadata``; ``None`` when every program run answered."""
+    ended = [m for m in metadata if m.get(PROGRAM_KEY) not in (None, "answered")]
+    if not ended:
+        return None
+    how = Counter(str(m[PROGRAM_KEY]) for m in ended)
+    last_lines = Counter(_last_line(str(m.get("program_stderr", ""))) for m in ended)
+    said, _ = last_lines.most_common(1)[0]
+    return (f"{len(ended)} of {len(metadata)} runs of the agent program ended without an answer "
+            f"({', '.join(f'{n} {status}' for status, n in how.most_common())}); the most common end of their "
+            f"stderr: {said or '(empty)'}. Each episode's record keeps its stderr (trajectory.metadata.program_stderr).")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _attach_observations(turns: Sequence[TurnRecord], calls: Sequence[ToolCall]) -> None:
