@@ -111,6 +111,9 @@ def test_eval_and_research_run_the_trained_agent_as_the_quickstart_evaluated_it(
     run, _ = toy_run
     agent = trained_agent(run)
     assert agent is not None and agent.model == run / "model"
+    from deepresearcher.world import load_tasks  # the notice's example: a one-hop question of the held-out world
+
+    assert agent.example in {t.question for t in load_tasks(agent.world, "test") if t.type == "hop1"}
     config = load_config(agent.config, [*agent.overrides, "eval.benchmarks=[world]"])
     held_out = task_sets(load_config(agent.config, [])).test
     data = tmp_path / "held_out.jsonl"

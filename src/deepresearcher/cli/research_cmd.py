@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 
 from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
@@ -136,6 +137,9 @@ class TrainedAgent:
     config: Path
     model: Path
     world: Path
+    example: str = ""
+    """A one-hop question of that world: the README's example names an entity of the default world, which the
+    held-out world may not have (the agent then searches and answers "cannot find", rightly)."""
 
     @property
     def overrides(self) -> list[str]:
@@ -158,7 +162,10 @@ def trained_agent(runs: Path = QUICKSTART_RUN) -> TrainedAgent | None:
     _, held_out = ensure_training_worlds(load_config(config, []))
     if held_out is None:
         return None
-    return TrainedAgent(config, model, held_out)
+    from deepresearcher.world import load_tasks
+
+    example = next((t.question for t in load_tasks(held_out, "test") if t.type == "hop1"), "")
+    return TrainedAgent(config, model, held_out, example)
 
 
 def research(
@@ -191,7 +198,9 @@ def research(
     if trained is not None:
         config, settings = trained.config, [*trained.overrides, *settings]
         notices.print(f"[dim]policy: the agent trained by the quickstart ({trained.model}); world: its held-out "
-                      f"world ({trained.world}). Pass --policy or --config for another.[/]", highlight=False)
+                      f"world ({trained.world}), whose entities it has never seen"
+                      + (f", e.g. \"{escape(trained.example)}\"" if trained.example else "")
+                      + ". Pass --policy or --config for another.[/]", highlight=False)
     cfg = resolve_config(config, settings)
     if trained is None and config is None and policy is None:
         from deepresearcher.agent.guide import guide_requested
