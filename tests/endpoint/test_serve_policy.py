@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from endpoint_testing import Recording
@@ -25,21 +26,47 @@ def get_json(url: str) -> dict:
         return json.loads(response.read())
 
 
-def test_serve_policy_prints_its_url_and_answers_there(tiny_model_dir, tmp_path):
-    command = [sys.executable, "-m", "deepresearcher.cli.main", "serve", "--policy", str(tiny_model_dir), "--port", "0",
-               "--set", f"cache_dir={tmp_path / 'cache'}", "--set", "agent.max_tokens_per_turn=6"]
+def _serve(policy: Path, *options: str) -> tuple[subprocess.Popen, str, list[str]]:
+    """``deepresearcher serve --policy POLICY`` in a process of its own: the process, its base URL, what it printed."""
+    command = [sys.executable, "-m", "deepresearcher.cli.main", "serve", "--policy", str(policy), "--port", "0", *options]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith("deepresearcher policy "):
+            return process, line.rsplit(" at ", 1)[1].strip(), seen
+    pytest.fail("serve --policy did not print its URL:\n" + "".join(seen))
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal it caught
+    assert process.wait(60) in (0, -signal.SIGTERM)
+
+
+def test_a_runs_model_is_served_with_the_runs_config(tiny_model_dir, tmp_path):
+    """`serve --policy runs/X/model` without --config serves it as run X trained it: with runs/X/config.yaml
+    (here a 3-token turn limit), and says so."""
+    run = tmp_path / "runs" / "quickstart"
+    run.mkdir(parents=True)
+    (run / "model").symlink_to(tiny_model_dir)
+    (run / "config.yaml").write_text(f"agent:\n  max_tokens_per_turn: 3\ncache_dir: {tmp_path / 'cache'}\n")
+    process, base_url, seen = _serve(run / "model")
     try:
-        seen = []
-        assert process.stdout is not None
-        for line in process.stdout:
-            seen.append(line)
-            if line.startswith("deepresearcher policy "):
-                base_url = line.rsplit(" at ", 1)[1].strip()
-                break
-        else:
-            pytest.fail("serve --policy did not print its URL:\n" + "".join(seen))
+        assert any(line.startswith(f"config: {run / 'config.yaml'} (the run that trained") for line in seen), seen
+        sdk = openai.OpenAI(base_url=episode_base_url(base_url.removesuffix("/v1"), "run"), api_key="unused",
+                            max_retries=0)
+        reply = sdk.chat.completions.create(model="policy", messages=[{"role": "user", "content": "Hi?"}])
+        assert reply.usage.completion_tokens <= 3
+    finally:
+        _stop(process)
+
+
+def test_serve_policy_prints_its_url_and_answers_there(tiny_model_dir, tmp_path):
+    process, base_url, _ = _serve(tiny_model_dir, "--set", f"cache_dir={tmp_path / 'cache'}",
+                                  "--set", "agent.max_tokens_per_turn=6")
+    try:
         assert base_url.endswith("/v1")
         server = base_url.removesuffix("/v1")
         wait_healthy(server)
@@ -54,8 +81,7 @@ def test_serve_policy_prints_its_url_and_answers_there(tiny_model_dir, tmp_path)
         assert len(policy) == 1 and len(policy[0]["token_ids"]) == reply.usage.completion_tokens
         assert len(policy[0]["logprobs"]) == reply.usage.completion_tokens
     finally:
-        process.send_signal(signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal it caught
-        assert process.wait(60) in (0, -signal.SIGTERM)
+        _stop(process)
 
 
 async def test_a_trainer_serves_its_policy_on_a_thread_and_takes_each_episode(tiny_model_dir, tmp_path):

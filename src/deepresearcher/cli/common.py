@@ -21,3 +21,12 @@ def resolve_config(config: Path | None, overrides: list[str] | None) -> Config:
     loaded = load_config(config, overrides or [])
     device.configure(loaded.runtime.device)
     return loaded
+
+
+def run_config_of(policy: str) -> Path | None:
+    """The config of the run that trained ``policy``, when it is a model directory a run wrote (``runs/X/model``,
+    ``runs/X/sft_model``): ``runs/X/config.yaml``. A model trained with a one-line system turn, eight turns and
+    two search hits answers well only when it is served the way it was trained; the defaults are not that way."""
+    model = Path(policy)
+    config = model.parent / "config.yaml"
+    return config if (model / "config.json").is_file() and config.is_file() else None

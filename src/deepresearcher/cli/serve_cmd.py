@@ -7,6 +7,7 @@ examples:
     deepresearcher serve --mcp --port 8000              # also MCP (streamable HTTP) at http://127.0.0.1:8000/mcp
     deepresearcher serve --mcp --transport stdio        # MCP on stdin/stdout, for clients that spawn their tools
     deepresearcher serve --policy smollm2 --port 8100   # the policy: OpenAI chat completions at .../v1 (docs/agents.md)
+    deepresearcher serve --policy runs/quickstart/model # a run's model, served with that run's config.yaml
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import cast
 
 import typer
 
-from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
+from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config, run_config_of
 
 
 def register(app: typer.Typer) -> None:
@@ -46,7 +47,7 @@ def register(app: typer.Typer) -> None:
         if transport == "stdio" and not mcp:
             raise typer.BadParameter("stdio serves the MCP tools alone: add --mcp.", param_hint="--transport")
         if policy is not None:
-            _serve_policy(config, [*(overrides or []), f"agent.policy={policy}"], host, port, layout, mcp)
+            _serve_policy(config, policy, overrides or [], host, port, layout, mcp)
             return
         cfg = resolve_config(config, overrides)
         if transport == "stdio":  # stdout is the protocol's: nothing else may be printed there
@@ -70,8 +71,8 @@ def register(app: typer.Typer) -> None:
         run_server(cfg, host, port, on_listening=listening, extend=extend)
 
 
-def _serve_policy(config: Path | None, overrides: list[str], host: str | None, port: int | None, layout: str,
-                  mcp: bool) -> None:
+def _serve_policy(config: Path | None, policy: str, overrides: list[str], host: str | None, port: int | None,
+                  layout: str, mcp: bool) -> None:
     if layout not in ("agent", "template"):
         raise typer.BadParameter(f"{layout!r} is not a layout: use agent or template.", param_hint="--layout")
     if mcp:
@@ -79,6 +80,9 @@ def _serve_policy(config: Path | None, overrides: list[str], host: str | None, p
                                  param_hint="--policy")
     from deepresearcher.endpoint.server import Layout, serve_policy
 
-    cfg = resolve_config(config, overrides)
+    if config is None and (config := run_config_of(policy)) is not None:
+        typer.echo(f"config: {config} (the run that trained {policy}: its prompt, tools and limits); pass --config "
+                   "for another", err=True)
+    cfg = resolve_config(config, [*overrides, f"agent.policy={policy}"])
     serve_policy(cfg, host or cfg.serve.host, cfg.serve.port if port is None else port, layout=cast(Layout, layout),
                  on_listening=lambda url: typer.echo(f"deepresearcher policy {cfg.agent.policy} at {url}"))
