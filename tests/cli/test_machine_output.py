@@ -138,3 +138,19 @@ def test_research_json_after_the_quickstart(home, policy_server, tmp_path) -> No
                             cwd=tmp_path, env=env)
     assert json.loads(result.stdout)["answer"] == "Velmora"
     assert "the agent trained by the quickstart" in result.stderr
+
+
+def test_eval_of_a_runs_model_takes_the_runs_config(home, tiny_model_dir, tmp_path) -> None:
+    """`eval --policy runs/X/model` without --config evaluates the model as run X trained it (runs/X/config.yaml:
+    here one turn of two tokens) and says so."""
+    _, env = home
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    (run / "model").symlink_to(tiny_model_dir)
+    (run / "config.yaml").write_text(yaml.safe_dump({"world": {"size": "tiny"},
+                                                     "agent": {"max_turns": 1, "max_tokens_per_turn": 2}}))
+    result = deepresearcher("eval", "--policy", str(run / "model"), "-b", "world", "--limit", "1",
+                            "--out", str(tmp_path / "out"), cwd=tmp_path, env=env)
+    assert f"config: {run / 'config.yaml'} (the run that trained" in result.stderr
+    evaluated = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert (evaluated["agent"]["max_turns"], evaluated["agent"]["max_tokens_per_turn"]) == (1, 2)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config
+from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config, run_config_of
 
 console = Console(stderr=True)
 _OUT = typer.Option(..., "--out", help="Eval folder (created; rerun with the same folder to resume).")
@@ -56,6 +56,9 @@ def eval_command(
     if benchmarks:
         names = [b.strip() for b in benchmarks.split(",") if b.strip()]
         sets.append("eval.benchmarks=[" + ",".join(f"'{b}'" for b in names) + "]")  # quoted: YAML must not read `no`
+    if config is None and policy is not None and (config := run_config_of(policy)) is not None:
+        typer.echo(f"config: {config} (the run that trained {policy}: its prompt, tools and limits); pass --config "
+                   "for another", err=True)
     cfg = resolve_config(config, sets)
     if dry_run:
         from deepresearcher.eval.dryrun import dry_run as validate
