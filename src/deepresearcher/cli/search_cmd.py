@@ -39,9 +39,12 @@ def index_build(
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task(f"Indexing {source}", total=source.stat().st_size, completed=stats.offset)
+        def progress(documents: int) -> None:
+            bar.update(task, completed=stats.offset, description=f"Indexing {source.name}: {documents:,} documents")
+
         build_index(read_corpus(source, stats), out, stats, resume=stats.offset > 0, corpus=source,
-                    on_progress=lambda n: bar.update(task, completed=stats.offset,
-                                                     description=f"Indexing {source.name}: {n:,} documents"))
+                    on_progress=progress)
+        progress(stats.documents)  # the last call above may be thousands of documents before the end
     for problem in stats.problems:
         console.print(f"[yellow]skipped line {problem.line}:[/] {problem.reason}")
     if stats.skipped > len(stats.problems):
