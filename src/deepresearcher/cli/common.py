@@ -30,3 +30,13 @@ def run_config_of(policy: str) -> Path | None:
     model = Path(policy)
     config = model.parent / "config.yaml"
     return config if (model / "config.json").is_file() and config.is_file() else None
+
+
+def config_for_policy(config: Path | None, policy: str | None) -> Path | None:
+    """``--config`` as given; without one, the config of the run that trained ``--policy`` (:func:`run_config_of`),
+    said on stderr (stdout may be a command's machine output)."""
+    if config is not None or policy is None or (trained := run_config_of(policy)) is None:
+        return config
+    typer.echo(f"config: {trained} (the run that trained {policy}: its prompt, tools and limits); pass --config "
+               "for another", err=True)
+    return trained

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config, run_config_of
+from deepresearcher.cli.common import ConfigOption, SetOption, config_for_policy, resolve_config
 
 console = Console(stderr=True)
 _OUT = typer.Option(..., "--out", help="Eval folder (created; rerun with the same folder to resume).")
@@ -56,10 +56,7 @@ def eval_command(
     if benchmarks:
         names = [b.strip() for b in benchmarks.split(",") if b.strip()]
         sets.append("eval.benchmarks=[" + ",".join(f"'{b}'" for b in names) + "]")  # quoted: YAML must not read `no`
-    if config is None and policy is not None and (config := run_config_of(policy)) is not None:
-        typer.echo(f"config: {config} (the run that trained {policy}: its prompt, tools and limits); pass --config "
-                   "for another", err=True)
-    cfg = resolve_config(config, sets)
+    cfg = resolve_config(config_for_policy(config, policy), sets)
     if dry_run:
         from deepresearcher.eval.dryrun import dry_run as validate
 

@@ -39,6 +39,7 @@ def index_build(
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task(f"Indexing {source}", total=source.stat().st_size, completed=stats.offset)
+
         def progress(documents: int) -> None:
             bar.update(task, completed=stats.offset, description=f"Indexing {source.name}: {documents:,} documents")
 

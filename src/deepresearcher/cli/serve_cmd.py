@@ -18,7 +18,7 @@ from typing import cast
 
 import typer
 
-from deepresearcher.cli.common import ConfigOption, SetOption, resolve_config, run_config_of
+from deepresearcher.cli.common import ConfigOption, SetOption, config_for_policy, resolve_config
 
 
 def register(app: typer.Typer) -> None:
@@ -80,9 +80,6 @@ def _serve_policy(config: Path | None, policy: str, overrides: list[str], host: 
                                  param_hint="--policy")
     from deepresearcher.endpoint.server import Layout, serve_policy
 
-    if config is None and (config := run_config_of(policy)) is not None:
-        typer.echo(f"config: {config} (the run that trained {policy}: its prompt, tools and limits); pass --config "
-                   "for another", err=True)
-    cfg = resolve_config(config, [*overrides, f"agent.policy={policy}"])
+    cfg = resolve_config(config_for_policy(config, policy), [*overrides, f"agent.policy={policy}"])
     serve_policy(cfg, host or cfg.serve.host, cfg.serve.port if port is None else port, layout=cast(Layout, layout),
                  on_listening=lambda url: typer.echo(f"deepresearcher policy {cfg.agent.policy} at {url}"))
