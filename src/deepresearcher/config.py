@@ -669,6 +669,12 @@ class SFTConfig(Section):
     num_tasks: int = Field(2000, ge=1, description="Oracle trajectories generated from train-split tasks.")
     steps: int = Field(450, ge=0, description="Optimizer steps. 0 in the quickstart: no SFT, `--model` is the warm start.")
     batch_size: int = Field(16, ge=1, description="Trajectories per optimizer step.")
+    length_pool: int = Field(
+        8, ge=1,
+        description="Batches whose trajectories are sorted by length together before they are cut (each pass is "
+        "shuffled first): the larger, the less padding and the more alike a batch's lengths (transformers' "
+        "`group_by_length` pools 50).",
+    )
     learning_rate: float = Field(3e-3, gt=0, description="Peak AdamW learning rate (linear warmup, cosine decay).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     optimizer: Literal["adamw", "muon"] = Field(

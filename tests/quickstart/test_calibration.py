@@ -18,3 +18,18 @@ def test_calibration_times_the_fixed_sft_micro_batch_and_keeps_the_callers_rando
     assert figure.torch_threads == torch.get_num_threads() and figure.version == CALIBRATION_VERSION
     assert f"{figure.sft_tokens_per_second:,.0f} SFT tokens/s" in figure.describe()
     assert figure.to_dict()["sft_tokens_per_second"] == figure.sft_tokens_per_second
+
+
+def test_calibration_on_a_given_thread_count_says_so_and_restores_the_callers_count() -> None:
+    before = torch.get_num_threads()
+    figure = measure_machine(steps=1, threads=1)
+    assert figure.torch_threads == 1 and "1 torch threads" in figure.describe()
+    assert torch.get_num_threads() == before
+
+
+def test_the_report_calibrates_again_only_at_the_thread_counts_its_steps_dropped_to() -> None:
+    from deepresearcher.quickstart.report import calibrations_at_stage_threads
+
+    assert calibrations_at_stage_threads({"sft": 2, "grpo": 2}, taken_at=2) == {}
+    extra = calibrations_at_stage_threads({"sft": 1, "eval_sft": 2, "grpo": 1}, taken_at=2)
+    assert list(extra) == [1] and extra[1].torch_threads == 1

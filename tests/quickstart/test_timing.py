@@ -29,3 +29,15 @@ def test_a_slow_hour_scales_its_seconds_down_to_the_reference() -> None:
     fast = normalised_seconds({k: v * 0.6 for k, v in TIMINGS.items()},
                               {"start": 10000.0, "after SFT": 10000.0, "end": 10000.0})
     assert sum(fast.values()) == pytest.approx(sum(slow.values()), abs=0.5)  # the same recipe, two hours, one figure
+
+
+def test_a_step_on_fewer_threads_sits_beside_the_calibration_at_its_own_count() -> None:
+    # beside a busy neighbour: two threads calibrate at 3,000 while the steps that dropped to one ran at 7,000
+    during = {"start": 3000.0, "after SFT": 3000.0, "end": 3000.0}
+    own = {"sft": 7000.0, "grpo": 7000.0, "not a step": 1.0}
+    figures = stage_calibrations(TIMINGS, during, own)
+    assert figures["sft"] == figures["grpo"] == 7000.0 and figures["eval_sft"] == 3000.0
+    assert "not a step" not in figures
+    seconds = normalised_seconds(TIMINGS, during, at_threads=own)
+    assert seconds["sft"] == pytest.approx(500.0 * 7000.0 / REFERENCE_TOKENS_PER_SECOND)
+    assert seconds["oracle"] == pytest.approx(13.0 * 3000.0 / REFERENCE_TOKENS_PER_SECOND)

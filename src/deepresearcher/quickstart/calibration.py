@@ -41,8 +41,21 @@ class Calibration:
                 f"({_BATCH}x{_SEQ_LEN} tokens, {self.torch_threads} torch threads, {self.cpu_count} CPUs, {self.machine})")
 
 
-def measure_machine(steps: int = _STEPS) -> Calibration:
-    """Time ``steps`` SFT optimizer steps of the fixed workload (after one untimed warm-up step)."""
+def measure_machine(steps: int = _STEPS, threads: int | None = None) -> Calibration:
+    """Time ``steps`` SFT optimizer steps of the fixed workload (after one untimed warm-up step), on ``threads``
+    torch threads (None: the process's count; the caller's count is restored afterwards either way)."""
+    import torch
+
+    default_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _measure(steps)
+    finally:
+        torch.set_num_threads(default_threads)
+
+
+def _measure(steps: int) -> Calibration:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 

@@ -110,28 +110,48 @@ def _type_counts(tasks: list[dict[str, Any]]) -> str:
 
 
 TIMINGS_TITLE = (f"Timings: each step beside the machine's calibration around it (SFT tokens/s, the mean of the "
-                 f"figures taken before and after it) and its seconds at {REFERENCE_TOKENS_PER_SECOND:,.0f} tokens/s")
+                 f"figures taken before and after it; one taken at the end on the step's own thread count where it "
+                 f"ran on fewer) and its seconds at {REFERENCE_TOKENS_PER_SECOND:,.0f} tokens/s")
 
 
-def _normalised_timings(timings: dict[str, float], during: dict[str, Calibration]) -> dict[str, Any]:
-    """The summary's normalised timings: each step's calibration figure and its seconds at the reference one."""
+def calibrations_at_stage_threads(stage_threads: dict[str, int], taken_at: int) -> dict[int, Calibration]:
+    """One more calibration (``measure_machine``) at each thread count a step ran on other than ``taken_at``, the
+    count the run's calibrations were taken at: where a step dropped to one thread beside a busy neighbour, two
+    threads measure a collapse it never ran into (``quickstart.timing``)."""
+    from deepresearcher.quickstart.calibration import measure_machine
+
+    return {n: measure_machine(threads=n) for n in sorted(set(stage_threads.values())) if n != taken_at}
+
+
+def _normalised_timings(timings: dict[str, float], during: dict[str, Calibration], stage_threads: dict[str, int],
+                        at_threads: dict[int, Calibration]) -> dict[str, Any]:
+    """The summary's normalised timings: each step's calibration figure (at the thread count it ran on) and its
+    seconds at the reference one."""
     figures = {name: c.sft_tokens_per_second for name, c in during.items()}
-    normalised = normalised_seconds(timings, figures)
-    return {"timings_calibration": {step: round(f, 1) for step, f in stage_calibrations(timings, figures).items()},
+    own = {step: at_threads[n].sft_tokens_per_second for step, n in stage_threads.items() if n in at_threads}
+    normalised = normalised_seconds(timings, figures, at_threads=own)
+    return {"timings_calibration": {step: round(f, 1) for step, f in stage_calibrations(timings, figures, own).items()},
             "timings_normalised_s": normalised, "total_normalised_s": round(sum(normalised.values()), 1),
-            "calibration_reference": REFERENCE_TOKENS_PER_SECOND}
+            "calibration_reference": REFERENCE_TOKENS_PER_SECOND,
+            "calibration_at_threads": {n: c.sft_tokens_per_second for n, c in at_threads.items()}}
 
 
-def _timing_rows(timings: dict[str, float], summary: dict[str, Any], during: dict[str, Calibration]) -> list[dict[str, str]]:
+def _timing_rows(timings: dict[str, float], summary: dict[str, Any], during: dict[str, Calibration],
+                 at_threads: dict[int, Calibration]) -> list[dict[str, str]]:
     """The Timings table: a row per step, the total, and the calibrations' own time (not in the total)."""
     figures, normalised = summary["timings_calibration"], summary["timings_normalised_s"]
-    rows = [{"step": name, "seconds": f"{seconds:.1f}", "calibration": f"{figures.get(name, 0):,.0f}",
+    threads = summary.get("threads", {})
+    rows = [{"step": name, "seconds": f"{seconds:.1f}", "threads": str(threads.get(name, "")),
+             "calibration": f"{figures.get(name, 0):,.0f}",
              "seconds at reference": f"{normalised.get(name, 0):.1f}"} for name, seconds in timings.items()]
+    taken = [f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()]
+    taken += [f"end on {n} thread{'s' if n > 1 else ''} {c.sft_tokens_per_second:,.0f}" for n, c in at_threads.items()]
     return rows + [
-        {"step": "total", "seconds": f"{sum(timings.values()):.1f}", "calibration": "",
+        {"step": "total", "seconds": f"{sum(timings.values()):.1f}", "threads": "", "calibration": "",
          "seconds at reference": f"{summary['total_normalised_s']:.1f}"},
-        {"step": "calibration (not in total)", "seconds": f"{sum(c.seconds for c in during.values()):.1f}",
-         "calibration": ", ".join(f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()),
+        {"step": "calibration (not in total)",
+         "seconds": f"{sum(c.seconds for c in [*during.values(), *at_threads.values()]):.1f}",
+         "threads": str(next(iter(during.values())).torch_threads), "calibration": ", ".join(taken),
          "seconds at reference": ""},
     ]
 
@@ -186,10 +206,13 @@ def write_quickstart_report(
     final = list(stages)[-1]
     calibration = measure_machine()
     during = {**(calibrations or {}), "end": calibration}
+    stage_threads = summary.get("threads", {})
+    at_threads = calibrations_at_stage_threads(stage_threads, calibration.torch_threads)
     best, margin = baselines.f1["best"]["all"], model_f1[final]["all"] - baselines.f1["best"]["all"]
     say(f"no-tools baselines (fitted on {len(train_tasks)} training tasks): best F1 {best:.3f}; "
         f"{final}: {model_f1[final]['all']:.3f}, margin {100 * margin:+.1f} points")
-    speeds = ", ".join(f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items())
+    speeds = ", ".join([f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()]
+                       + [f"end on {n} thread(s) {c.sft_tokens_per_second:,.0f}" for n, c in at_threads.items()])
     say(f"machine: {calibration.describe()}; during the run: {speeds}")
     overall = behaviour_rows({source: by_type["all"] for source, by_type in behaviours.items()}, label="source")
     say("research behaviours (rate and cases; the oracle on its SFT episodes, the rest on the held-out tasks):\n"
@@ -209,7 +232,7 @@ def write_quickstart_report(
     summary = {**summary, "baselines": baselines.to_dict(model_f1=model_f1[final], model_f1_se=model_se[final]),
                "calibration": calibration.to_dict(),
                "calibration_during_run": {name: c.sft_tokens_per_second for name, c in during.items()},
-               **_normalised_timings(timings, during),
+               **_normalised_timings(timings, during, stage_threads, at_threads),
                "f1_by_type": model_f1, "reference_f1_by_type": reference_f1, "behaviours": behaviours,
                "stuck_rates": stuck, "collapse_warnings": warnings}
 
@@ -253,7 +276,7 @@ def write_quickstart_report(
         "Research behaviours by task type": behaviour_rows(
             {f"{kind}: {source}": by_type[kind] for kind in _kinds(behaviours) for source, by_type in behaviours.items()
              if kind in by_type}, label="type: source"),
-        TIMINGS_TITLE: _timing_rows(timings, summary, during),
+        TIMINGS_TITLE: _timing_rows(timings, summary, during, at_threads),
     }
     lead.append(BEHAVIOURS_NOTE)
     lead.append(stuck_note)

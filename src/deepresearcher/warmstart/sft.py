@@ -176,7 +176,8 @@ def train_sft(
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
     schedulers = [torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at) for optimizer in optimizers]
-    batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed)
+    batches = length_bucketed_batches([len(t.all_ids) for t in trajectories], cfg.batch_size, cfg.seed,
+                                      pool=cfg.length_pool)
     drill_stream = itertools.cycle(drills) if drills else None
     default_threads = torch.get_num_threads()
     chooser = ThreadChooser() if adapt_threads and model.device.type == "cpu" else None
