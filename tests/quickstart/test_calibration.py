@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from deepresearcher.quickstart.calibration import CALIBRATION_VERSION, measure_machine
+from deepresearcher.quickstart.calibration import CALIBRATION_VERSION, calibrations_at_stage_threads, measure_machine
 
 
 def test_calibration_times_the_fixed_sft_micro_batch_and_keeps_the_callers_random_state() -> None:
@@ -28,8 +28,6 @@ def test_calibration_on_a_given_thread_count_says_so_and_restores_the_callers_co
 
 
 def test_the_report_calibrates_again_only_at_the_thread_counts_its_steps_dropped_to() -> None:
-    from deepresearcher.quickstart.report import calibrations_at_stage_threads
-
     assert calibrations_at_stage_threads({"sft": 2, "grpo": 2}, taken_at=2) == {}
     extra = calibrations_at_stage_threads({"sft": 1, "eval_sft": 2, "grpo": 1}, taken_at=2)
     assert list(extra) == [1] and extra[1].torch_threads == 1

@@ -55,6 +55,13 @@ def measure_machine(steps: int = _STEPS, threads: int | None = None) -> Calibrat
         torch.set_num_threads(default_threads)
 
 
+def calibrations_at_stage_threads(stage_threads: dict[str, int], taken_at: int) -> dict[int, Calibration]:
+    """One more calibration at each thread count a step ran on other than ``taken_at``, the count the run's
+    calibrations were taken at: where a step dropped to one thread beside a busy neighbour, two threads measure a
+    collapse it never ran into (``quickstart.timing``)."""
+    return {n: measure_machine(threads=n) for n in sorted(set(stage_threads.values())) if n != taken_at}
+
+
 def _measure(steps: int) -> Calibration:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM

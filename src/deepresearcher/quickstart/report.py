@@ -114,15 +114,6 @@ TIMINGS_TITLE = (f"Timings: each step beside the machine's calibration around it
                  f"ran on fewer) and its seconds at {REFERENCE_TOKENS_PER_SECOND:,.0f} tokens/s")
 
 
-def calibrations_at_stage_threads(stage_threads: dict[str, int], taken_at: int) -> dict[int, Calibration]:
-    """One more calibration (``measure_machine``) at each thread count a step ran on other than ``taken_at``, the
-    count the run's calibrations were taken at: where a step dropped to one thread beside a busy neighbour, two
-    threads measure a collapse it never ran into (``quickstart.timing``)."""
-    from deepresearcher.quickstart.calibration import measure_machine
-
-    return {n: measure_machine(threads=n) for n in sorted(set(stage_threads.values())) if n != taken_at}
-
-
 def _normalised_timings(timings: dict[str, float], during: dict[str, Calibration], stage_threads: dict[str, int],
                         at_threads: dict[int, Calibration]) -> dict[str, Any]:
     """The summary's normalised timings: each step's calibration figure (at the thread count it ran on) and its
@@ -136,6 +127,12 @@ def _normalised_timings(timings: dict[str, float], during: dict[str, Calibration
             "calibration_at_threads": {n: c.sft_tokens_per_second for n, c in at_threads.items()}}
 
 
+def _calibration_figures(during: dict[str, Calibration], at_threads: dict[int, Calibration]) -> list[str]:
+    """Each calibration of the run as "name figure": those taken during it, then the end's at other thread counts."""
+    return ([f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()]
+            + [f"end on {n} thread{'s' if n > 1 else ''} {c.sft_tokens_per_second:,.0f}" for n, c in at_threads.items()])
+
+
 def _timing_rows(timings: dict[str, float], summary: dict[str, Any], during: dict[str, Calibration],
                  at_threads: dict[int, Calibration]) -> list[dict[str, str]]:
     """The Timings table: a row per step, the total, and the calibrations' own time (not in the total)."""
@@ -144,14 +141,13 @@ def _timing_rows(timings: dict[str, float], summary: dict[str, Any], during: dic
     rows = [{"step": name, "seconds": f"{seconds:.1f}", "threads": str(threads.get(name, "")),
              "calibration": f"{figures.get(name, 0):,.0f}",
              "seconds at reference": f"{normalised.get(name, 0):.1f}"} for name, seconds in timings.items()]
-    taken = [f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()]
-    taken += [f"end on {n} thread{'s' if n > 1 else ''} {c.sft_tokens_per_second:,.0f}" for n, c in at_threads.items()]
     return rows + [
         {"step": "total", "seconds": f"{sum(timings.values()):.1f}", "threads": "", "calibration": "",
          "seconds at reference": f"{summary['total_normalised_s']:.1f}"},
         {"step": "calibration (not in total)",
          "seconds": f"{sum(c.seconds for c in [*during.values(), *at_threads.values()]):.1f}",
-         "threads": str(next(iter(during.values())).torch_threads), "calibration": ", ".join(taken),
+         "threads": str(next(iter(during.values())).torch_threads),
+         "calibration": ", ".join(_calibration_figures(during, at_threads)),
          "seconds at reference": ""},
     ]
 
@@ -191,7 +187,7 @@ def write_quickstart_report(
     )
     from deepresearcher.eval.behaviours import behaviour_rows, stuck_rates
     from deepresearcher.eval.report import write_reports
-    from deepresearcher.quickstart.calibration import measure_machine
+    from deepresearcher.quickstart.calibration import calibrations_at_stage_threads, measure_machine
     from deepresearcher.reports import Table
     from deepresearcher.train.report import collapse_warnings, write_report
 
@@ -211,8 +207,7 @@ def write_quickstart_report(
     best, margin = baselines.f1["best"]["all"], model_f1[final]["all"] - baselines.f1["best"]["all"]
     say(f"no-tools baselines (fitted on {len(train_tasks)} training tasks): best F1 {best:.3f}; "
         f"{final}: {model_f1[final]['all']:.3f}, margin {100 * margin:+.1f} points")
-    speeds = ", ".join([f"{name} {c.sft_tokens_per_second:,.0f}" for name, c in during.items()]
-                       + [f"end on {n} thread(s) {c.sft_tokens_per_second:,.0f}" for n, c in at_threads.items()])
+    speeds = ", ".join(_calibration_figures(during, at_threads))
     say(f"machine: {calibration.describe()}; during the run: {speeds}")
     overall = behaviour_rows({source: by_type["all"] for source, by_type in behaviours.items()}, label="source")
     say("research behaviours (rate and cases; the oracle on its SFT episodes, the rest on the held-out tasks):\n"
