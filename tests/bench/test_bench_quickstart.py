@@ -130,6 +130,10 @@ def test_each_arm_and_seed_runs_as_a_quickstart_process_on_one_thread(bench, tmp
         sum(rows["longer"][i] - rows["recipe"][i] for i in rows["recipe"]) / len(rows["recipe"]))
     assert json.loads((runs / "bench_quickstart.json").read_text())["runs"] == result["runs"]
 
+    with pytest.raises(ConfigError, match=r"train\.sft\.steps=3 \(the arm: 4\)"):
+        bench.main(["--arm", "recipe", "--arm", "longer train.sft.steps=4", "--seeds", "0", "--runs-dir", str(runs),
+                    "--reuse", *common])
+
     again = bench.main([*arms, "--arm", "broken train.no_such_key=1", "--seeds", "0", "--runs-dir", str(runs),
                         "--reuse", *common])
 

@@ -74,6 +74,23 @@ def final_eval_rows(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def made_otherwise(run_dir: Path, overrides: list[str]) -> list[str]:
+    """The ``key=value`` overrides (in the order they apply) that ``run_dir``'s saved config does not hold: a run of
+    another recipe under the same name is not reused as this arm's."""
+    import yaml
+
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    differing = []
+    last = dict(override.partition("=")[::2] for override in overrides)  # a later override of a key wins
+    for key, value in last.items():
+        node: Any = saved
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node != yaml.safe_load(value) and str(node) != value:
+            differing.append(f"{key}={node!r} (the arm: {value})")
+    return differing
+
+
 def has_results(run_dir: Path) -> bool:
     return (run_dir / "summary.json").is_file() and any(
         (run_dir / name).is_file() for name in ("eval_after_grpo.jsonl", "eval_after_sft.jsonl"))
@@ -178,6 +195,10 @@ def main(argv: list[str]) -> dict[str, Any]:
     for arm, seed in jobs:
         run_dir = runs_dir / f"{arm.name}-seed{seed}"
         if args.reuse and has_results(run_dir):
+            differing = made_otherwise(run_dir, [f"train.seed={seed}", *args.common, *arm.overrides])
+            if differing:
+                raise ConfigError(f"--reuse: {run_dir} was made with {', '.join(differing)}; name the arm "
+                                  "differently or remove that folder.")
             runs[(arm.name, seed)] = run_record(arm, seed, run_dir, reused=True)
         else:
             todo.append((arm, seed, run_dir))
@@ -191,7 +212,8 @@ def main(argv: list[str]) -> dict[str, Any]:
         else:
             runs[(arm.name, seed)] = {"arm": arm.name, "seed": seed, "error": f"exit code {code}; see {log}"}
 
-    with Progress(console=Console(stderr=True), transient=True) as progress, ThreadPoolExecutor(max_workers=args.parallel) as pool:
+    progress = Progress(console=Console(stderr=True), transient=True)  # stdout is the JSON
+    with progress, ThreadPoolExecutor(max_workers=args.parallel) as pool:
         task = progress.add_task(f"{len(todo)} quickstart run(s), {args.parallel} at a time", total=len(todo))
         for _ in pool.map(run, todo):
             progress.advance(task)
