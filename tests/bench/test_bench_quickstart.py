@@ -94,6 +94,18 @@ def test_a_failed_run_is_left_out_of_the_comparison_not_the_report(bench, tmp_pa
     assert result["versus_first_arm"] == [] and set(result["arms_over_seeds"]) == {"recipe"}
 
 
+def test_a_time_ratio_only_between_runs_made_together(bench, tmp_path: Path) -> None:
+    arms = [bench.Arm("recipe", ()), bench.Arm("new", ("x=1",))]
+    made = {("recipe", 0): bench.run_record(arms[0], 0, write_run(tmp_path, "recipe-seed0", [1.0], seconds=90.0),
+                                            reused=True),
+            ("new", 0): bench.run_record(arms[1], 0, write_run(tmp_path, "new-seed0", [1.0], seconds=30.0), reused=False)}
+    (versus,) = bench.compare(arms, [0], made)["versus_first_arm"]
+    assert versus["time_ratio"] is None and versus["difference"] == 0
+    made[("recipe", 0)] = {**made[("recipe", 0)], "reused": False}
+    (versus,) = bench.compare(arms, [0], made)["versus_first_arm"]
+    assert versus["time_ratio"] == pytest.approx(30.0 / 90.0)
+
+
 def test_runs_that_share_no_held_out_task_are_reported_not_compared(bench, tmp_path: Path) -> None:
     arms = [bench.Arm("recipe", ()), bench.Arm("other", ("train.eval_world=dev",))]
     runs = {("recipe", 0): bench.run_record(arms[0], 0, write_run(tmp_path / "a", "recipe-seed0", [1.0]), reused=True),

@@ -9,7 +9,7 @@ drawn by seed, so two arms of one seed evaluate the same tasks): the paired diff
 error, and whether the arm is within one standard error of the first arm's run (not lower by more than that run's
 SE, the quickstart's bar for a cheaper recipe), then the same over the seeds. Each run's time, normalised time
 and calibration are beside it; runs made in parallel share the cores, so their seconds compare with each other, not
-with a run made alone.
+with a run made alone, and an arm's time ratio is given only against a first-arm run made in the same invocation.
 
     deepresearcher bench quickstart --arm recipe --arm "b12 train.sft.batch_size=12" --seeds 0,1 --parallel 4
     deepresearcher bench quickstart --arm recipe --arm "steps16 train.max_steps=16" --set train.eval_world=dev
@@ -120,6 +120,15 @@ def paired_difference(first: list[dict[str, Any]], other: list[dict[str, Any]]) 
     return difference, se, len(differences)
 
 
+def together(base: dict[str, Any], run: dict[str, Any]) -> float | None:
+    """``run``'s seconds over ``base``'s where both ran in this invocation; None when either was reused: runs made
+    at another load (alone, or four at once) differ by the load, and their calibrations, taken at three moments,
+    do not even it out (the recipe's seed 0 normalised to 1,733 s four at once, its seed 2 to 1,200 s two at once)."""
+    if base["reused"] or run["reused"]:
+        return None
+    return run["total_s"] / base["total_s"]
+
+
 def compare(arms: list[Arm], seeds: list[int], runs: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
     """Each arm against the first, seed by seed (paired on the held-out tasks) and over the seeds."""
     first = arms[0].name
@@ -137,7 +146,7 @@ def compare(arms: list[Arm], seeds: list[int], runs: dict[tuple[str, int], dict[
                 continue
             versus.append({"arm": arm.name, "seed": seed, "difference": difference, "paired_se": se, "tasks": n,
                            "first_arm_se": base["f1_se"], "within_one_se": difference >= -base["f1_se"],
-                           "time_ratio": run["total_s"] / base["total_s"]})
+                           "time_ratio": together(base, run)})
     over_seeds: dict[str, Any] = {}
     for arm in arms:
         done = [runs[(arm.name, s)] for s in seeds if "error" not in runs.get((arm.name, s), {"error": ""})]
@@ -149,9 +158,10 @@ def compare(arms: list[Arm], seeds: list[int], runs: dict[tuple[str, int], dict[
         pairs = [v for v in versus if v["arm"] == arm.name and "error" not in v]
         if pairs:
             difference, se = mean_se([v["difference"] for v in pairs])
+            ratios = [v["time_ratio"] for v in pairs if v["time_ratio"] is not None]
             entry.update(difference_mean=difference, difference_se_over_seeds=se,
                          within_one_se_every_seed=all(v["within_one_se"] for v in pairs),
-                         time_ratio_mean=sum(v["time_ratio"] for v in pairs) / len(pairs))
+                         time_ratio_mean=sum(ratios) / len(ratios) if ratios else None)
         over_seeds[arm.name] = entry
     return {"versus_first_arm": versus, "arms_over_seeds": over_seeds}
 
