@@ -3,7 +3,7 @@
 One quickstart per seed measures the warm start that seed happened to get: the recipe's seed 1 reached F1 0.759
 on one torch thread and 0.576 on two (the same code; a step on one thread rounds differently), eleven to twelve
 standard errors apart. So a recipe is compared here the only way that holds: every (arm, seed) is its own
-``deepresearcher quickstart`` process on one torch thread (deterministic, every arm alike), ``--parallel`` of them
+``deepresearcher quickstart`` process on one torch thread (every arm alike, none switching threads), ``--parallel`` of them
 at a time, and each arm is compared with the first arm seed by seed on the same held-out tasks (the held-out set is
 drawn by seed, so two arms of one seed evaluate the same tasks): the paired difference of F1, its paired standard
 error, and whether the arm is within one standard error of the first arm's run (not lower by more than that run's
@@ -16,8 +16,8 @@ with a run made alone, and an arm's time ratio is given only against a first-arm
 
 An arm is ``NAME`` then its ``key=value`` overrides, separated by spaces; ``--set`` overrides apply to every arm
 (tune on the dev world: ``--set train.eval_world=dev``). Run folders are ``RUNS_DIR/NAME-seedN`` with a log beside
-each; ``--reuse`` takes a run whose folder already holds its results instead of running it again (one thread makes
-a run deterministic, so an arm measured once need not run twice). A run that fails is reported with its log and
+each; ``--reuse`` takes a run whose folder already holds its results instead of running it again (an arm measured
+once with the same code need not run twice). A run that fails is reported with its log and
 the others still are; the benchmark then exits non-zero.
 """
 
