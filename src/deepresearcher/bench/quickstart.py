@@ -76,18 +76,19 @@ def final_eval_rows(run_dir: Path) -> list[dict[str, Any]]:
 
 def made_otherwise(run_dir: Path, overrides: list[str]) -> list[str]:
     """The ``key=value`` overrides (in the order they apply) that ``run_dir``'s saved config does not hold: a run of
-    another recipe under the same name is not reused as this arm's."""
-    import yaml
+    another recipe under the same name is not reused as this arm's. Both sides go through ``load_config``, so a
+    value is compared as the config types it (``1e-4`` and ``0.0001`` agree)."""
+    from functools import reduce
 
-    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    from deepresearcher.config import load_config
+
+    saved = load_config(run_dir / "config.yaml")
+    wanted = load_config(run_dir / "config.yaml", overrides)
     differing = []
-    last = dict(override.partition("=")[::2] for override in overrides)  # a later override of a key wins
-    for key, value in last.items():
-        node: Any = saved
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node != yaml.safe_load(value) and str(node) != value:
-            differing.append(f"{key}={node!r} (the arm: {value})")
+    for key in dict.fromkeys(override.partition("=")[0] for override in overrides):
+        have, want = (reduce(getattr, key.split("."), config) for config in (saved, wanted))
+        if have != want:
+            differing.append(f"{key}={have!r} (the arm: {want!r})")
     return differing
 
 
