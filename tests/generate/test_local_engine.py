@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -86,10 +87,22 @@ async def test_requests_join_a_running_batch_and_get_what_they_would_alone(gener
     long = SamplingParams(max_tokens=first_tokens, temperature=0.0)
     short = SamplingParams(max_tokens=later_tokens, temperature=0.0)
     first_prompt, *others = prompts(generator)
+    # The first request's prefill waits until the newcomers are queued: a tiny model decodes a dozen tokens
+    # in milliseconds, so without the hold the first row could finish before anyone arrives to join it.
+    queued = threading.Event()
+
+    def hold_until_queued(*_) -> None:  # returns None: the forward's arguments stay as they are
+        queued.wait(timeout=30)
+
+    hold = generator.model.register_forward_pre_hook(hold_until_queued)
     first = asyncio.ensure_future(generator.generate(first_prompt, long))
-    while not generator.batches:  # the first request is decoding
+    while not generator.batches:  # the first request is admitted (its prefill held)
         await asyncio.sleep(0.001)
-    joined = await asyncio.gather(*(generator.generate(p, short) for p in others))
+    newcomers = [asyncio.ensure_future(generator.generate(p, short)) for p in others]
+    await asyncio.sleep(0)  # each newcomer runs up to its wait for a result: it is queued
+    queued.set()
+    hold.remove()
+    joined = await asyncio.gather(*newcomers)
     first_result = await first
     assert generator.joined == len(others)
     alone = [await generator.generate(p, s) for p, s in zip([first_prompt, *others], [long, short, short])]
@@ -119,8 +132,6 @@ async def _sample_all(generator) -> list:
 def test_run_driving_decodes_on_the_calling_thread_and_samples_what_the_decode_thread_does(checkpoint):
     """A trainer's thread that drives the engine runs every forward pass itself, while the agent's event
     loop runs on a helper thread; what each request samples is what the engine's own thread samples."""
-    import threading
-
     own_thread = LocalEngine.from_pretrained(str(checkpoint), batch_wait_s=0.05, seed=0)
     expected = asyncio.run(_sample_all(own_thread))
 
