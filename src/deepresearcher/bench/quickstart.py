@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from deepresearcher.errors import ConfigError
-from deepresearcher.train.heldout import mean_se
+from deepresearcher.train.heldout import EvalResult, mean_se, paired_gain
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_EVAL_FILES = ("eval_after_grpo.jsonl", "eval_after_sft.jsonl")
+"""A run's held-out rows, its last evaluation first (after GRPO, or after SFT when GRPO was skipped)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def quickstart_command(config: str, arm: Arm, seed: int, runs_dir: Path, common:
 
 def final_eval_rows(run_dir: Path) -> list[dict[str, Any]]:
     """The held-out rows of a run's last evaluation (after GRPO, or after SFT when GRPO was skipped)."""
-    path = next(p for p in (run_dir / "eval_after_grpo.jsonl", run_dir / "eval_after_sft.jsonl") if p.is_file())
+    path = next(run_dir / name for name in _EVAL_FILES if (run_dir / name).is_file())
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -93,8 +95,7 @@ def made_otherwise(run_dir: Path, overrides: list[str]) -> list[str]:
 
 
 def has_results(run_dir: Path) -> bool:
-    return (run_dir / "summary.json").is_file() and any(
-        (run_dir / name).is_file() for name in ("eval_after_grpo.jsonl", "eval_after_sft.jsonl"))
+    return (run_dir / "summary.json").is_file() and any((run_dir / name).is_file() for name in _EVAL_FILES)
 
 
 def run_record(arm: Arm, seed: int, run_dir: Path, *, reused: bool) -> dict[str, Any]:
@@ -112,13 +113,12 @@ def run_record(arm: Arm, seed: int, run_dir: Path, *, reused: bool) -> dict[str,
 
 def paired_difference(first: list[dict[str, Any]], other: list[dict[str, Any]]) -> tuple[float, float, int]:
     """Mean F1 difference (other − first) over the tasks both evaluated, its paired standard error, and their count."""
-    before = {row["id"]: row["f1"] for row in first}
-    differences = [row["f1"] - before[row["id"]] for row in other if row["id"] in before]
-    if not differences:
+    shared = {row["id"] for row in first} & {row["id"] for row in other}
+    if not shared:
         raise ConfigError("the two runs share no held-out task: compare arms that keep the held-out set "
                           "(train.eval_world, train.eval_tasks, train.eval_per_type alike).")
-    difference, se = mean_se(differences)
-    return difference, se, len(differences)
+    difference, se = paired_gain(EvalResult(first), EvalResult(other))
+    return difference, se, len(shared)
 
 
 def together(base: dict[str, Any], run: dict[str, Any]) -> float | None:
@@ -131,13 +131,14 @@ def together(base: dict[str, Any], run: dict[str, Any]) -> float | None:
 
 
 def compare(arms: list[Arm], seeds: list[int], runs: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
-    """Each arm against the first, seed by seed (paired on the held-out tasks) and over the seeds."""
+    """Each arm against the first, seed by seed (paired on the held-out tasks) and over the seeds; ``runs`` holds
+    every (arm, seed) of ``arms`` and ``seeds``: its record, or its error."""
     first = arms[0].name
     versus: list[dict[str, Any]] = []
     for arm in arms[1:]:
         for seed in seeds:
-            base, run = runs.get((first, seed)), runs.get((arm.name, seed))
-            if not base or not run or "error" in base or "error" in run:
+            base, run = runs[(first, seed)], runs[(arm.name, seed)]
+            if "error" in base or "error" in run:
                 continue
             try:
                 difference, se, n = paired_difference(final_eval_rows(Path(base["run_dir"])),
@@ -150,7 +151,7 @@ def compare(arms: list[Arm], seeds: list[int], runs: dict[tuple[str, int], dict[
                            "time_ratio": together(base, run)})
     over_seeds: dict[str, Any] = {}
     for arm in arms:
-        done = [runs[(arm.name, s)] for s in seeds if "error" not in runs.get((arm.name, s), {"error": ""})]
+        done = [run for seed in seeds if "error" not in (run := runs[(arm.name, seed)])]
         if not done:
             continue
         f1, f1_se = mean_se([r["f1"] for r in done])
